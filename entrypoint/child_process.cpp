@@ -1,0 +1,131 @@
+#include "child_process.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <stdexcept>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace train {
+
+namespace {
+
+void close_if_open(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+void make_pipe(int fds[2]) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw std::runtime_error(fmt::format("pipe2 failed: {}", std::strerror(errno)));
+  }
+}
+
+}  // namespace
+
+std::string signal_name(int signal_number) {
+  const char* abbreviation = sigabbrev_np(signal_number);
+  if (abbreviation == nullptr) return fmt::format("signal {}", signal_number);
+  return fmt::format("SIG{}", abbreviation);
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), signal_name(WTERMSIG(status)));
+  }
+  return fmt::format("ended with wait status {:#x}", status);
+}
+
+int exit_code_from_wait_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+ChildProcess spawn_child(const std::vector<std::string>& argv, const EnvironmentMap& environment,
+                         const SpawnOptions& options) {
+  if (argv.empty()) throw std::runtime_error("spawn_child: empty command");
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  int exec_status_pipe[2] = {-1, -1};
+  if (options.capture_output) {
+    make_pipe(out_pipe);
+    make_pipe(err_pipe);
+  }
+  make_pipe(exec_status_pipe);
+
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings = to_envp_strings(environment);
+  std::vector<char*> envp;
+  for (auto& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  std::vector<char*> args;
+  for (auto& entry : argv_copy) args.push_back(entry.data());
+  args.push_back(nullptr);
+
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int saved = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_status_pipe[0], exec_status_pipe[1]}) {
+      close_if_open(fd);
+    }
+    throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(saved)));
+  }
+  if (pid == 0) {
+    if (options.new_process_group) ::setpgid(0, 0);
+    if (options.die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+    }
+    // A fresh program starts with default dispositions and nothing blocked.
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (options.capture_output) {
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+    }
+    ::execvpe(args[0], args.data(), envp.data());
+    int error = errno;
+    ssize_t ignored = ::write(exec_status_pipe[1], &error, sizeof error);
+    (void)ignored;
+    ::_exit(127);
+  }
+  if (options.new_process_group) ::setpgid(pid, pid);  // also here, so the group exists before we signal it
+  close_if_open(out_pipe[1]);
+  close_if_open(err_pipe[1]);
+  close_if_open(exec_status_pipe[1]);
+
+  int exec_error = 0;
+  ssize_t got;
+  do {
+    got = ::read(exec_status_pipe[0], &exec_error, sizeof exec_error);
+  } while (got < 0 && errno == EINTR);
+  ::close(exec_status_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_error)) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    close_if_open(out_pipe[0]);
+    close_if_open(err_pipe[0]);
+    throw std::runtime_error(fmt::format("cannot run {}: {}", argv[0], std::strerror(exec_error)));
+  }
+
+  ChildProcess child;
+  child.pid = pid;
+  if (options.capture_output) {
+    child.stdout_fd = out_pipe[0];
+    child.stderr_fd = err_pipe[0];
+    for (int fd : {child.stdout_fd, child.stderr_fd}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return child;
+}
+
+}  // namespace train

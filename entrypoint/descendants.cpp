@@ -1,0 +1,76 @@
+#include "descendants.h"
+
+#include <csignal>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace train {
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return children;
+  while (dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream stat_file(std::string("/proc/") + entry->d_name + "/stat");
+    std::string stat;
+    if (!std::getline(stat_file, stat)) continue;
+    // The command name is in parentheses and may itself contain spaces or ')': parse after the last ')'.
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == parent) children.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(proc);
+  return children;
+}
+
+int reap_exited_children(const std::function<void(pid_t, int)>& on_exit) {
+  int reaped = 0;
+  while (true) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    ++reaped;
+    if (on_exit) on_exit(pid, status);
+  }
+  return reaped;
+}
+
+int end_all_children(std::chrono::milliseconds grace, std::chrono::milliseconds limit,
+                     const std::function<void(pid_t, int)>& on_exit) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  bool killed = false;
+  bool terminated = false;
+  while (true) {
+    reap_exited_children(on_exit);
+    auto remaining = children_of(::getpid());
+    if (remaining.empty()) return 0;
+    auto elapsed = clock::now() - start;
+    if (elapsed > limit) return static_cast<int>(remaining.size());
+    if (!terminated) {
+      for (pid_t pid : remaining) ::kill(pid, SIGTERM);
+      terminated = true;
+    } else if (!killed && elapsed > grace) {
+      for (pid_t pid : remaining) {
+        ::kill(-pid, SIGKILL);  // its process group, if it leads one
+        ::kill(pid, SIGKILL);
+      }
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace train

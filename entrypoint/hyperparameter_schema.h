@@ -1,0 +1,58 @@
+// The one typed schema of every hyperparameter `train` accepts: type, default, allowed values, help.
+// Validation, `train validate`, `train hyperparameters` and the README's table all come from it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace train {
+
+enum class HyperparameterType {
+  integer,        // whole number within [minimum, maximum], optionally one of `choices`
+  real,           // finite number within the bounds
+  boolean,        // true/false (any letter case)
+  choice,         // one of `choices`
+  text,           // free text
+  mpi_arguments,  // text split like a shell command line (quotes, backslashes)
+  integer_list,   // "30,60,80": positive, strictly increasing integers
+  image_shape,    // "3,224,224": channels,height,width
+};
+
+struct HyperparameterSpec {
+  std::string_view name;
+  HyperparameterType type;
+  // The default as the user would write it; nullopt when it depends on the job (shown as `default_note`).
+  std::optional<std::string_view> default_value;
+  std::string_view default_note;  // for the table when default_value is nullopt, e.g. "from the data"
+  std::vector<std::string_view> choices;
+  double minimum = std::numeric_limits<double>::lowest();
+  double maximum = std::numeric_limits<double>::max();
+  bool minimum_exclusive = false;
+  bool maximum_exclusive = false;
+  std::string_view help;
+};
+
+// Every hyperparameter, in the README's order.
+const std::vector<HyperparameterSpec>& hyperparameter_schema();
+
+// nullptr when `name` is not in the schema.
+const HyperparameterSpec* find_hyperparameter(std::string_view name);
+
+// The platform's names that mean one of ours (SageMaker's MPI settings).
+struct HyperparameterAlias {
+  std::string_view alias;
+  std::string_view name;
+};
+const std::vector<HyperparameterAlias>& hyperparameter_aliases();
+
+// "a positive integer", "a number in (0, 1]", "one of sgd, nag, lars": what a value must be.
+std::string describe_expected(const HyperparameterSpec& spec);
+
+// The README's table, as Markdown, generated from the schema.
+std::string hyperparameter_table_markdown();
+
+}  // namespace train

@@ -1,0 +1,138 @@
+#include "job_report.h"
+
+#include "log.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace train {
+
+namespace {
+
+// The longest prefix of `text` of at most `limit` bytes that ends on a UTF-8 character boundary.
+std::string cut_utf8(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+
+// The longest suffix of `text` of at most `limit` bytes that starts on a character boundary.
+std::string tail_utf8(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  size_t start = text.size() - limit;
+  while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) ++start;
+  return text.substr(start);
+}
+
+void write_all(int fd, const std::string& content, const std::string& path) {
+  const char* data = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t written = ::write(fd, data, left);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("writing {} failed: {}", path, std::strerror(errno)));
+    }
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+}
+
+// Creates a uniquely named temporary file next to `path` holding `content`, flushed to disk.
+std::string write_temporary(const std::string& path, const std::string& content) {
+  std::string temporary = path + ".tmp-XXXXXX";
+  int fd = ::mkstemp(temporary.data());
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
+  try {
+    write_all(fd, content, temporary);
+    if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
+      throw std::runtime_error(fmt::format("cannot finish {}: {}", temporary, std::strerror(errno)));
+    }
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  return temporary;
+}
+
+}  // namespace
+
+std::string compose_failure_text(const std::string& summary, const std::vector<std::string>& details,
+                                 size_t limit) {
+  std::string text = cut_utf8(summary, limit > 0 ? limit - 1 : 0) + "\n";
+  if (details.empty() || text.size() >= limit) return text;
+  // Fill from the last detail line backwards: the end of a rank's error output is where the cause is.
+  size_t budget = limit - text.size();
+  std::vector<std::string> kept;
+  for (auto it = details.rbegin(); it != details.rend() && budget > 0; ++it) {
+    std::string line = *it + "\n";
+    if (line.size() <= budget) {
+      kept.push_back(line);
+      budget -= line.size();
+    } else {
+      kept.push_back(tail_utf8(line, budget));
+      budget = 0;
+    }
+  }
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) text += *it;
+  return text;
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  std::string temporary = write_temporary(path, content);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(temporary.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", temporary, path, std::strerror(saved)));
+  }
+}
+
+bool write_failure_file(const JobPaths& paths, const std::string& text) {
+  const std::string path = paths.failure_file().string();
+  try {
+    std::error_code ignored;
+    std::filesystem::create_directories(paths.output(), ignored);
+    std::string temporary = write_temporary(path, text);
+    // link() fails with EEXIST instead of replacing: a failure file written by user code wins.
+    int linked = ::link(temporary.c_str(), path.c_str());
+    int saved = errno;
+    ::unlink(temporary.c_str());
+    if (linked != 0) {
+      if (saved == EEXIST) {
+        log_info("{} already exists (written by the job itself); leaving it as it is", path);
+      } else {
+        log_error("cannot write {}: {}", path, std::strerror(saved));
+      }
+      return false;
+    }
+    return true;
+  } catch (const std::exception& error) {
+    log_error("cannot write the failure file: {}", error.what());
+    return false;
+  }
+}
+
+bool write_success_file(const JobPaths& paths) {
+  try {
+    std::error_code ignored;
+    std::filesystem::create_directories(paths.output(), ignored);
+    write_file_atomically(paths.success_file().string(), "");
+    return true;
+  } catch (const std::exception& error) {
+    log_error("cannot write the success file: {}", error.what());
+    return false;
+  }
+}
+
+}  // namespace train

@@ -1,0 +1,275 @@
+#include "launcher.h"
+
+#include "child_process.h"
+#include "config_error.h"
+#include "descendants.h"
+#include "exit_codes.h"
+#include "job_report.h"
+#include "log.h"
+#include "mpirun_command.h"
+#include "mpirun_outcome.h"
+#include "rank_output_relay.h"
+#include "signal_inbox.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace train {
+
+LaunchSettings launch_settings_from_environment(const EnvironmentMap& environment,
+                                                std::vector<std::string> rank_program) {
+  LaunchSettings settings;
+  settings.rank_program = std::move(rank_program);
+  if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
+  if (auto grace = lookup(environment, "TRAIN_STOP_GRACE_SECONDS")) {
+    bool digits = grace->size() <= 6 && grace->find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) {
+      throw ConfigError(fmt::format("environment variable TRAIN_STOP_GRACE_SECONDS: expected a whole number of "
+                                    "seconds such as 100, got \"{}\"",
+                                    *grace));
+    }
+    settings.stop_grace = std::chrono::seconds(std::stoi(*grace));
+  }
+  return settings;
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// How long after mpirun exits we still read output that its descendants may hold open.
+constexpr auto drain_limit = std::chrono::seconds(5);
+// After asking mpirun to kill the ranks, how long before everything is killed outright.
+constexpr auto kill_after_terminate = std::chrono::seconds(10);
+// Lines of each rank's error output kept for the failure report.
+constexpr size_t error_tail_lines = 20;
+
+void prepare_output_directories(const JobPaths& paths) {
+  for (const auto& dir : {paths.model(), paths.output_data()}) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) log_error("cannot create {}: {}", dir.string(), error.message());
+  }
+  // A previous run's report is stale for this one; keep a failure file (it may hold the only copy of an
+  // earlier reason) under another name.
+  std::error_code ignored;
+  std::filesystem::remove(paths.success_file(), ignored);
+  if (std::filesystem::exists(paths.failure_file(), ignored)) {
+    auto previous = paths.failure_file();
+    previous += ".previous";
+    std::filesystem::rename(paths.failure_file(), previous, ignored);
+    log_info("moved the failure file of an earlier run to {}", previous.string());
+  }
+}
+
+class JobRun {
+ public:
+  JobRun(const JobDescription& job, const LaunchSettings& settings) : job_(job), settings_(settings) {}
+
+  int run(const EnvironmentMap& environment) {
+    SignalInbox inbox;
+    become_child_subreaper();
+    prepare_output_directories(job_.paths);
+
+    auto command = build_mpirun_command(job_, settings_.rank_program, environment, settings_.mpirun);
+    log_info("starting {} ranks ({} per host on {} host{}) on {}", job_.world_size(), job_.ranks_per_host,
+             job_.cluster.hosts.size(), job_.cluster.hosts.size() == 1 ? "" : "s", job_.device);
+    std::string shown;
+    for (const auto& word : command) shown += (shown.empty() ? "" : " ") + word;
+    log_info("mpirun command: {}", shown);
+    try {
+      mpirun_ = spawn_child(command, environment, SpawnOptions{});
+    } catch (const std::exception& error) {
+      std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
+      log_error("{}", summary);
+      write_failure_file(job_.paths, compose_failure_text(
+          summary, {"Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
+      return exit_code::launch_failed;
+    }
+    event_loop(inbox);
+    demux_.finish();
+    int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
+                                [this](pid_t pid, int status) { on_child_exit(pid, status); });
+    if (left > 0) log_error("{} child process(es) could not be ended", left);
+    return report();
+  }
+
+ private:
+  void event_loop(SignalInbox& inbox) {
+    std::optional<clock::time_point> drain_deadline;
+    while (true) {
+      bool output_open = mpirun_.stdout_fd >= 0 || mpirun_.stderr_fd >= 0;
+      if (mpirun_status_ && !output_open) return;
+      if (mpirun_status_ && !drain_deadline) drain_deadline = clock::now() + drain_limit;
+      if (drain_deadline && clock::now() > *drain_deadline) {
+        log_info("mpirun has exited; its ranks' output pipes stayed open for {} s, so they are closed now",
+                 std::chrono::duration_cast<std::chrono::seconds>(drain_limit).count());
+        close_output();
+        return;
+      }
+      escalate_stop_if_due();
+
+      pollfd fds[3] = {{inbox.fd(), POLLIN, 0}, {mpirun_.stdout_fd, POLLIN, 0}, {mpirun_.stderr_fd, POLLIN, 0}};
+      int ready = ::poll(fds, 3, 200);
+      if (ready < 0 && errno != EINTR) {
+        log_error("poll failed: {}", std::strerror(errno));
+        return;
+      }
+      while (auto signal_number = inbox.take()) on_signal(*signal_number);
+      read_output(mpirun_.stdout_fd, OutputStream::out, fds[1].revents);
+      read_output(mpirun_.stderr_fd, OutputStream::err, fds[2].revents);
+    }
+  }
+
+  void read_output(int& fd, OutputStream stream, short revents) {
+    if (fd < 0 || revents == 0) return;
+    char buffer[65536];
+    while (true) {
+      ssize_t got = ::read(fd, buffer, sizeof buffer);
+      if (got > 0) {
+        demux_.feed(stream, std::string_view(buffer, static_cast<size_t>(got)));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      ::close(fd);  // end of file, or an error that ends this stream
+      fd = -1;
+      return;
+    }
+  }
+
+  void close_output() {
+    for (int* fd : {&mpirun_.stdout_fd, &mpirun_.stderr_fd}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  void on_signal(int signal_number) {
+    if (signal_number == SIGCHLD) {
+      reap_exited_children([this](pid_t pid, int status) { on_child_exit(pid, status); });
+      return;
+    }
+    if (signal_number == SIGUSR2) return;  // ours to send, not to act on
+    if (!stop_signal_) {
+      stop_signal_ = signal_number;
+      stop_deadline_ = clock::now() + settings_.stop_grace;
+      log_info("received {}: asking every rank to checkpoint and stop (up to {} s)", signal_name(signal_number),
+               settings_.stop_grace.count());
+      // mpirun forwards SIGUSR2 to every rank on every host at once; it would turn SIGTERM into a kill
+      // after only a second. Ranks treat SIGUSR2 as the stop request.
+      if (!mpirun_status_) ::kill(mpirun_.pid, SIGUSR2);
+    } else {
+      log_info("received {} again: stopping the ranks now", signal_name(signal_number));
+      stop_deadline_ = clock::now();
+    }
+  }
+
+  void escalate_stop_if_due() {
+    if (!stop_signal_ || mpirun_status_) return;
+    auto now = clock::now();
+    if (!terminate_sent_ && now >= stop_deadline_) {
+      log_info("ranks are still running after the stop request; telling mpirun to end them");
+      ::kill(mpirun_.pid, SIGTERM);
+      terminate_sent_ = true;
+      kill_deadline_ = now + kill_after_terminate;
+    } else if (terminate_sent_ && !kill_sent_ && now >= kill_deadline_) {
+      log_info("mpirun is still running; killing it and its process group");
+      ::kill(-mpirun_.pid, SIGKILL);
+      ::kill(mpirun_.pid, SIGKILL);
+      kill_sent_ = true;
+    }
+  }
+
+  void on_child_exit(pid_t pid, int status) {
+    if (pid == mpirun_.pid) {
+      mpirun_status_ = status;
+    }
+  }
+
+  void on_line(const RankLine& line) {
+    int fd = line.stream == OutputStream::out ? STDOUT_FILENO : STDERR_FILENO;
+    if (line.rank >= 0) {
+      write_line(fd, fmt::format("[rank {}] {}", line.rank, line.text));
+      if (line.stream == OutputStream::err) {
+        auto& tail = error_tails_[line.rank];
+        tail.push_back(line.text);
+        if (tail.size() > error_tail_lines) tail.pop_front();
+      }
+    } else {
+      write_line(fd, "[mpirun] " + line.text);
+      messages_.observe(line.text);
+    }
+  }
+
+  int report() {
+    const int mpirun_code = mpirun_status_ ? exit_code_from_wait_status(*mpirun_status_) : exit_code::internal_error;
+    if (stop_signal_) {
+      std::string summary = fmt::format(
+          "The job was stopped by {} (SageMaker's stop or a spot interruption); the ranks were asked to checkpoint "
+          "and exit, and mpirun then {}.",
+          signal_name(*stop_signal_), mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not exit");
+      log_info("{}", summary);
+      write_failure_file(job_.paths, compose_failure_text(summary, {}));
+      return exit_code::signal_base + *stop_signal_;
+    }
+    if (mpirun_status_ && WIFEXITED(*mpirun_status_) && WEXITSTATUS(*mpirun_status_) == 0) {
+      log_info("all {} ranks finished successfully", job_.world_size());
+      write_success_file(job_.paths);
+      return exit_code::success;
+    }
+    std::string summary;
+    std::vector<std::string> details;
+    if (const auto& failure = messages_.first_failure()) {
+      std::string host = failure->node.empty() ? host_of_rank(job_, failure->rank) : failure->node;
+      std::string how = failure->signal
+                            ? fmt::format("was killed by signal {} ({})", *failure->signal,
+                                          signal_name(*failure->signal))
+                            : fmt::format("exited with code {}", failure->exit_code.value_or(mpirun_code));
+      summary = fmt::format("Rank {} of {} on host {} {}.", failure->rank, job_.world_size(), host, how);
+      if (auto tail = error_tails_.find(failure->rank); tail != error_tails_.end()) {
+        details.assign(tail->second.begin(), tail->second.end());
+      }
+      if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
+    } else {
+      summary = fmt::format("mpirun {} before any rank reported a failure.",
+                            mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not report its status");
+      details = messages_.own_error_lines();
+    }
+    log_error("{}", summary);
+    write_failure_file(job_.paths, compose_failure_text(summary, details));
+    return mpirun_code == 0 ? exit_code::internal_error : mpirun_code;
+  }
+
+  const JobDescription& job_;
+  const LaunchSettings& settings_;
+  ChildProcess mpirun_;
+  std::optional<int> mpirun_status_;
+  std::optional<int> stop_signal_;
+  clock::time_point stop_deadline_{};
+  clock::time_point kill_deadline_{};
+  bool terminate_sent_ = false;
+  bool kill_sent_ = false;
+  MpirunMessages messages_;
+  std::map<int, std::deque<std::string>> error_tails_;
+  TaggedOutputDemux demux_{[this](const RankLine& line) { on_line(line); }};
+};
+
+}  // namespace
+
+int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment) {
+  JobRun run(job, settings);
+  return run.run(environment);
+}
+
+}  // namespace train

@@ -1,0 +1,29 @@
+// The master's job on one host: start mpirun, relay its ranks' output line by line, pass a stop request on
+// to the ranks, reap everything, and report the outcome in SageMaker's files and our exit code.
+#pragma once
+
+#include "environment_map.h"
+#include "job_description.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace train {
+
+struct LaunchSettings {
+  std::vector<std::string> rank_program;  // what each rank runs (train's rank mode or rank-exec + a user command)
+  std::string mpirun = "mpirun";
+  // After SIGTERM, how long ranks get to checkpoint and exit before mpirun is told to kill them. SageMaker
+  // sends SIGKILL 120 s after SIGTERM; the default leaves room for the rest of the shutdown.
+  std::chrono::seconds stop_grace{100};
+};
+
+// Reads TRAIN_MPIRUN and TRAIN_STOP_GRACE_SECONDS. Throws ConfigError on a malformed value.
+LaunchSettings launch_settings_from_environment(const EnvironmentMap& environment,
+                                                std::vector<std::string> rank_program);
+
+// Runs the job; returns the exit code for `train` (README "Exit codes").
+int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment);
+
+}  // namespace train

@@ -1,0 +1,140 @@
+// `train`: the ENTRYPOINT of the training container. See README.md for the commands and exit codes.
+#include "config_error.h"
+#include "exit_codes.h"
+#include "hyperparameter_schema.h"
+#include "job_description.h"
+#include "job_report.h"
+#include "launcher.h"
+#include "log.h"
+#include "rank_exec.h"
+#include "validate_command.h"
+#include "../runtime/rank_main.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#ifndef TRAIN_VERSION
+#define TRAIN_VERSION "unknown"
+#endif
+
+namespace train {
+namespace {
+
+constexpr const char* usage_text =
+    "usage:\n"
+    "  train                  run the job described by /opt/ml (or SAGEMAKER_BASE_DIR), AWS Batch variables,\n"
+    "                         or nothing (this host alone)\n"
+    "  train train            the same (SageMaker starts images this way)\n"
+    "  train -- CMD ARGS...   run CMD on every rank instead of train's own training, with the same environment\n"
+    "  train validate [DIR]   check a job description offline and print the effective configuration\n"
+    "  train hyperparameters  print the table of hyperparameters (Markdown)\n"
+    "  train --version        print the version\n";
+
+std::string self_path() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string("train") : path.string();
+}
+
+// The invalid-job report: the first problem in the first line, all of them below it.
+int report_invalid_job(const JobPaths& paths, const std::string& problems) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start <= problems.size()) {
+    size_t end = problems.find('\n', start);
+    lines.push_back(problems.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  for (const auto& line : lines) log_error("{}", line);
+  std::string summary = fmt::format("The job description is invalid: {}", lines.front());
+  std::vector<std::string> rest(lines.begin() + 1, lines.end());
+  write_failure_file(paths, compose_failure_text(summary, rest));
+  return exit_code::invalid_job;
+}
+
+int launch(const std::vector<std::string>& user_command) {
+  log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
+  EnvironmentMap environment = current_environment();
+  JobPaths paths = JobPaths::from_environment();
+  JobDescription job;
+  LaunchSettings settings;
+  try {
+    job = load_job_description(paths, environment, detect_host_resources(), CheckMode::this_host);
+    std::vector<std::string> rank_program = {self_path()};
+    if (user_command.empty()) {
+      rank_program.push_back("rank");
+    } else {
+      rank_program.insert(rank_program.end(), {"rank-exec", "--"});
+      rank_program.insert(rank_program.end(), user_command.begin(), user_command.end());
+    }
+    settings = launch_settings_from_environment(environment, rank_program);
+  } catch (const ConfigError& error) {
+    return report_invalid_job(paths, error.what());
+  }
+  for (const auto& warning : job.warnings) log_info("warning: {}", warning);
+  log_info("{} job: host {} of [{}], master {}, {} rank(s) per host, device {}", to_string(job.cluster.platform),
+           job.cluster.current_host, fmt::join(job.cluster.hosts, ", "), job.cluster.master_host, job.ranks_per_host,
+           job.device);
+  if (!job.cluster.single_host()) {
+    std::string summary = fmt::format(
+        "This job has {} hosts, and this build of train launches single-host jobs only; run one host per job.",
+        job.cluster.hosts.size());
+    log_error("{}", summary);
+    write_failure_file(paths, compose_failure_text(summary, {}));
+    return exit_code::launch_failed;
+  }
+  return run_launcher(job, settings, environment);
+}
+
+int dispatch(const std::vector<std::string>& args) {
+  if (args.empty() || (args.size() == 1 && args[0] == "train")) return launch({});
+  const std::string& command = args[0];
+  if (command == "--") {
+    if (args.size() < 2) {
+      write_line(2, "train --: name the command to run on every rank, e.g. `train -- python3 my_script.py`");
+      return exit_code::usage;
+    }
+    return launch(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  if (command == "validate" && args.size() <= 2) {
+    return run_validate(args.size() == 2 ? std::optional<std::string>(args[1]) : std::nullopt);
+  }
+  if (command == "hyperparameters" && args.size() == 1) {
+    std::string table = hyperparameter_table_markdown();
+    fmt::print("{}", table);
+    return exit_code::success;
+  }
+  if (command == "rank" && args.size() == 1) return run_rank();
+  if (command == "rank-exec" && args.size() >= 3 && args[1] == "--") {
+    return run_rank_exec(std::vector<std::string>(args.begin() + 2, args.end()));
+  }
+  if (command == "--version" && args.size() == 1) {
+    fmt::print("train {}\n", TRAIN_VERSION);
+    return exit_code::success;
+  }
+  if ((command == "--help" || command == "-h" || command == "help") && args.size() == 1) {
+    fmt::print("{}", usage_text);
+    return exit_code::success;
+  }
+  std::string given;
+  for (const auto& arg : args) given += " " + arg;
+  write_line(2, fmt::format("train: unknown command line `train{}`\n{}", given, usage_text));
+  return exit_code::usage;
+}
+
+}  // namespace
+}  // namespace train
+
+int main(int argc, char** argv) {
+  try {
+    return train::dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& error) {
+    train::log_error("internal error: {} (please report this)", error.what());
+    return train::exit_code::internal_error;
+  }
+}

@@ -1,0 +1,69 @@
+#include "mpirun_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace train {
+
+bool is_host_specific_variable(const std::string& name) {
+  static const char* const exact[] = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "DISPLAY", "SSH_CLIENT",
+                                      "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "LS_COLORS"};
+  if (std::find(std::begin(exact), std::end(exact), name) != std::end(exact)) return true;
+  for (const char* prefix : {"OMPI_", "PMIX_", "ORTE_", "OPAL_", "PRTE_", "SM_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+namespace {
+
+bool is_identifier(const std::string& name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+}  // namespace
+
+std::string host_of_rank(const JobDescription& job, int rank) {
+  if (rank < 0 || job.ranks_per_host <= 0) return "?";
+  size_t index = static_cast<size_t>(rank / job.ranks_per_host);
+  if (job.cluster.single_host()) return job.cluster.current_host;
+  return index < job.cluster.hosts.size() ? job.cluster.hosts[index] : "?";
+}
+
+std::vector<std::string> build_mpirun_command(const JobDescription& job, const std::vector<std::string>& rank_program,
+                                              const EnvironmentMap& environment, const std::string& mpirun) {
+  std::vector<std::string> command = {mpirun, "--allow-run-as-root", "--tag-output", "--bind-to", "none",
+                                      "--map-by", "slot", "-np", std::to_string(job.world_size())};
+  std::string host_list;
+  if (job.cluster.single_host()) {
+    // Our own name may not resolve (SageMaker's "algo-1" in a local container); "localhost" always does,
+    // and Open MPI starts local ranks without ssh.
+    host_list = fmt::format("localhost:{}", job.ranks_per_host);
+  } else {
+    for (const auto& host : job.cluster.hosts) {
+      host_list += fmt::format("{}{}:{}", host_list.empty() ? "" : ",", host, job.ranks_per_host);
+    }
+  }
+  command.insert(command.end(), {"--host", host_list});
+  // The master starts every remote daemon itself (SageMaker's hosts cannot ssh onwards to each other).
+  command.insert(command.end(), {"--mca", "plm_rsh_no_tree_spawn", "1"});
+  // mpirun kills ranks this long after asking them to stop; ours stop on their own when asked.
+  command.insert(command.end(), {"--mca", "odls_base_sigkill_timeout", "30"});
+  if (!job.cluster.single_host()) {
+    const auto& interface = job.cluster.network_interface;
+    command.insert(command.end(), {"--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface,
+                                   "-x", "NCCL_SOCKET_IFNAME=" + interface});
+  }
+  for (const auto& [name, value] : environment) {
+    if (is_identifier(name) && !is_host_specific_variable(name)) command.insert(command.end(), {"-x", name});
+  }
+  for (auto& option : job.hyperparameters.custom_mpi_options()) command.push_back(option);
+  command.insert(command.end(), rank_program.begin(), rank_program.end());
+  return command;
+}
+
+}  // namespace train

@@ -1,0 +1,35 @@
+// Where SageMaker puts things, under /opt/ml or under SAGEMAKER_BASE_DIR when that is set.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace train {
+
+struct JobPaths {
+  std::filesystem::path base = "/opt/ml";
+  // `train validate DIR` may name the config directory itself; empty means base/input/config.
+  std::filesystem::path config_override;
+
+  // SAGEMAKER_BASE_DIR when set and non-empty, else /opt/ml.
+  static JobPaths from_environment();
+
+  std::filesystem::path input() const { return base / "input"; }
+  std::filesystem::path config_dir() const {
+    return config_override.empty() ? base / "input" / "config" : config_override;
+  }
+  std::filesystem::path resource_config() const { return config_dir() / "resourceconfig.json"; }
+  std::filesystem::path hyperparameters() const { return config_dir() / "hyperparameters.json"; }
+  std::filesystem::path input_data_config() const { return config_dir() / "inputdataconfig.json"; }
+  std::filesystem::path data_dir() const { return base / "input" / "data"; }
+  std::filesystem::path channel(const std::string& name) const { return data_dir() / name; }
+  std::filesystem::path model() const { return base / "model"; }
+  std::filesystem::path output() const { return base / "output"; }
+  std::filesystem::path output_data() const { return base / "output" / "data"; }
+  std::filesystem::path output_intermediate() const { return base / "output" / "intermediate"; }
+  std::filesystem::path failure_file() const { return base / "output" / "failure"; }
+  std::filesystem::path success_file() const { return base / "output" / "success"; }
+  std::filesystem::path checkpoints() const { return base / "checkpoints"; }
+};
+
+}  // namespace train

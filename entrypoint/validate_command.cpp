@@ -1,0 +1,51 @@
+#include "validate_command.h"
+
+#include "config_error.h"
+#include "exit_codes.h"
+#include "job_description.h"
+#include "log.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace train {
+
+int run_validate(const std::optional<std::string>& dir) {
+  JobPaths paths = JobPaths::from_environment();
+  if (dir) {
+    std::filesystem::path given(*dir);
+    std::error_code error;
+    if (std::filesystem::is_directory(given / "input" / "config", error)) {
+      paths.base = given;
+    } else if (std::filesystem::exists(given / "hyperparameters.json", error) ||
+               std::filesystem::exists(given / "resourceconfig.json", error) ||
+               std::filesystem::exists(given / "inputdataconfig.json", error)) {
+      paths.base = given.parent_path().parent_path();
+      paths.config_override = given;
+    } else {
+      write_line(2, fmt::format("train validate: {} holds neither input/config/ nor any of hyperparameters.json, "
+                                "resourceconfig.json, inputdataconfig.json; give the job's /opt/ml-like directory "
+                                "or its input/config directory",
+                                given.string()));
+      return exit_code::usage;
+    }
+  }
+  try {
+    JobDescription job =
+        load_job_description(paths, current_environment(), detect_host_resources(), CheckMode::offline);
+    write_line(1, describe_effective_configuration(job).dump(2));
+    for (const auto& warning : job.warnings) write_line(2, "warning: " + warning);
+    write_line(2, fmt::format("job description in {} is valid", paths.config_dir().string()));
+    return exit_code::success;
+  } catch (const ConfigError& error) {
+    std::string message = error.what();
+    size_t count = 1 + static_cast<size_t>(std::count(message.begin(), message.end(), '\n'));
+    write_line(2, fmt::format("job description in {} has {} problem{}:", paths.config_dir().string(), count,
+                              count == 1 ? "" : "s"));
+    write_line(2, message);
+    return exit_code::invalid_job;
+  }
+}
+
+}  // namespace train

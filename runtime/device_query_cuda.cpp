@@ -1,0 +1,82 @@
+// The CUDA build asks the runtime. With no driver or no device the runtime returns an error code, which
+// here means "no GPUs" (the CPU backend takes over), not a failure.
+#include "device_query.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+namespace train {
+
+bool built_with_cuda() { return true; }
+
+GpuInventory query_gpus() {
+  GpuInventory inventory;
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    inventory.note = fmt::format("the CUDA runtime reports {} ({})", cudaGetErrorName(status),
+                                 cudaGetErrorString(status));
+    cudaGetLastError();  // clear the sticky error state for later callers
+    return inventory;
+  }
+  for (int index = 0; index < count; ++index) {
+    cudaDeviceProp properties{};
+    status = cudaGetDeviceProperties(&properties, index);
+    if (status != cudaSuccess) {
+      inventory.note = fmt::format("cudaGetDeviceProperties({}) failed: {}", index, cudaGetErrorString(status));
+      inventory.gpus.clear();
+      return inventory;
+    }
+    inventory.gpus.push_back(GpuInfo{index, properties.name, properties.totalGlobalMem, properties.major,
+                                     properties.minor});
+  }
+  if (count == 0) inventory.note = "the CUDA runtime sees no GPU";
+  return inventory;
+}
+
+}  // namespace train
+
+#include "../kernels/cuda/device_probe.h"
+
+#include <stdexcept>
+
+namespace train {
+
+namespace {
+
+void check(cudaError_t status, const char* call, int index) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(fmt::format("GPU {}: {} failed: {} ({})", index, call, cudaGetErrorName(status),
+                                         cudaGetErrorString(status)));
+  }
+}
+
+}  // namespace
+
+std::string pin_gpu(int index) {
+  check(cudaSetDevice(index), "cudaSetDevice", index);
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, index), "cudaGetDeviceProperties", index);
+  constexpr int count = 1024;
+  int* device_values = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&device_values), count * sizeof(int)), "cudaMalloc", index);
+  int host_values[count] = {};
+  cudaError_t launched = launch_device_probe(device_values, count, index + 7, nullptr);
+  cudaError_t copied = launched == cudaSuccess
+                           ? cudaMemcpy(host_values, device_values, sizeof host_values, cudaMemcpyDeviceToHost)
+                           : launched;
+  cudaFree(device_values);
+  check(launched, "launch_device_probe", index);
+  check(copied, "cudaMemcpy", index);
+  for (int i = 0; i < count; ++i) {
+    if (host_values[i] != i * (index + 7)) {
+      throw std::runtime_error(fmt::format("GPU {}: the probe kernel wrote {} at {} instead of {}", index,
+                                           host_values[i], i, i * (index + 7)));
+    }
+  }
+  return fmt::format("cuda:{} ({}, {:.1f} GiB, sm_{}{})", index, properties.name,
+                     static_cast<double>(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), properties.major,
+                     properties.minor);
+}
+
+}  // namespace train

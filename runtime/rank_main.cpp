@@ -1,0 +1,107 @@
+#include "rank_main.h"
+
+#include "device_query.h"
+#include "mpi_check.h"
+#include "stop_request.h"
+#include "../entrypoint/config_error.h"
+#include "../entrypoint/exit_codes.h"
+#include "../entrypoint/job_description.h"
+#include "../entrypoint/log.h"
+#include "../entrypoint/rank_environment.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdlib>
+
+namespace train {
+
+namespace {
+
+// Local rank and size: Open MPI's variables when present, else a shared-memory split of the world.
+RankIdentity discover_identity() {
+  RankIdentity identity;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &identity.rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &identity.size));
+  if (auto from_env = rank_identity_from_environment(current_environment());
+      from_env && from_env->rank == identity.rank && from_env->size == identity.size) {
+    return *from_env;
+  }
+  MPI_Comm host_comm;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, identity.rank, MPI_INFO_NULL, &host_comm));
+  MPI_CHECK(MPI_Comm_rank(host_comm, &identity.local_rank));
+  MPI_CHECK(MPI_Comm_size(host_comm, &identity.local_size));
+  MPI_CHECK(MPI_Comm_free(&host_comm));
+  return identity;
+}
+
+// Every rank contributes rank+1; the sum must be size*(size+1)/2 everywhere.
+void check_allreduce(const RankIdentity& identity) {
+  long long contribution = identity.rank + 1;
+  long long sum = 0;
+  MPI_CHECK(MPI_Allreduce(&contribution, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+  long long expected = static_cast<long long>(identity.size) * (identity.size + 1) / 2;
+  if (sum != expected) {
+    throw MpiError(fmt::format("rank {}: allreduce check failed: the sum of 1..{} came back as {}, expected {}",
+                               identity.rank, identity.size, sum, expected));
+  }
+  if (identity.rank == 0) {
+    write_line(1, fmt::format("allreduce check passed: {} ranks summed to {}", identity.size, sum));
+  }
+}
+
+int run_rank_checked() {
+  install_stop_handlers();
+  MPI_CHECK(MPI_Init(nullptr, nullptr));
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  RankIdentity identity = discover_identity();
+
+  JobDescription job = load_job_description(JobPaths::from_environment(), current_environment(),
+                                            detect_host_resources(), CheckMode::this_host);
+  for (auto& [name, value] : rank_program_environment(job, current_environment(), identity)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+
+  std::string device;
+  if (job.device == "cuda") {
+    if (identity.local_size > job.resources.gpus) {
+      throw std::runtime_error(fmt::format("rank {}: host {} runs {} ranks but has {} GPUs; each rank needs its own",
+                                           identity.rank, job.cluster.current_host, identity.local_size,
+                                           job.resources.gpus));
+    }
+    device = pin_gpu(identity.local_rank);
+  } else {
+    device = fmt::format("cpu ({} thread{})", threads_per_rank(job, identity),
+                         threads_per_rank(job, identity) == 1 ? "" : "s");
+  }
+  write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
+                            identity.local_rank, identity.local_size, job.cluster.current_host, device));
+  check_allreduce(identity);
+  MPI_CHECK(MPI_Finalize());
+  return exit_code::success;
+}
+
+// Other ranks may be blocked in a collective with this one: abort the whole job rather than hang it.
+int abort_job(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  return code;
+}
+
+}  // namespace
+
+int run_rank() {
+  try {
+    return run_rank_checked();
+  } catch (const ConfigError& error) {
+    log_error("the job description on this host is invalid:\n{}", error.what());
+    return abort_job(exit_code::invalid_job);
+  } catch (const std::exception& error) {
+    log_error("{}", error.what());
+    return abort_job(exit_code::internal_error);
+  }
+}
+
+}  // namespace train
