@@ -1,6 +1,7 @@
 #include "cluster.h"
 
 #include "config_error.h"
+#include "json_file.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -48,8 +49,8 @@ int read_index(const EnvironmentMap& environment, const std::string& name, int m
                 value->find_first_not_of("0123456789") == std::string::npos;
   int number = digits ? std::stoi(*value) : -1;
   if (!digits || number < minimum || number > maximum) {
-    throw ConfigError(fmt::format("environment variable {}: expected an integer from {} to {} ({}), got \"{}\"", name,
-                                  minimum, maximum, meaning, *value));
+    throw ConfigError(fmt::format("environment variable {}: expected an integer from {} to {} ({}), got {}", name,
+                                  minimum, maximum, meaning, quote_json_for_message(nlohmann::json(*value))));
   }
   return number;
 }
@@ -69,7 +70,7 @@ ClusterDescription cluster_from_batch(const EnvironmentMap& environment) {
       throw ConfigError(fmt::format(
           "environment variable AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS: expected the main node's IPv4 address "
           "(AWS Batch sets it on child nodes), got {}",
-          address ? "\"" + *address + "\"" : std::string("nothing")));
+          address ? quote_json_for_message(nlohmann::json(*address)) : std::string("nothing")));
     }
     info.main_node_address = *address;
   }

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <dirent.h>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -51,23 +52,25 @@ int end_all_children(std::chrono::milliseconds grace, std::chrono::milliseconds 
                      const std::function<void(pid_t, int)>& on_exit) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  bool killed = false;
-  bool terminated = false;
+  // Ending a child re-parents its own children to us: every round signals the children it has not yet
+  // signalled, so one that appears late gets its SIGTERM too, and after `grace` everything left is killed.
+  std::set<pid_t> terminated;
+  std::set<pid_t> killed;
   while (true) {
     reap_exited_children(on_exit);
     auto remaining = children_of(::getpid());
     if (remaining.empty()) return 0;
     auto elapsed = clock::now() - start;
     if (elapsed > limit) return static_cast<int>(remaining.size());
-    if (!terminated) {
-      for (pid_t pid : remaining) ::kill(pid, SIGTERM);
-      terminated = true;
-    } else if (!killed && elapsed > grace) {
-      for (pid_t pid : remaining) {
+    const bool kill_now = elapsed >= grace;
+    for (pid_t pid : remaining) {
+      if (kill_now) {
+        if (!killed.insert(pid).second) continue;
         ::kill(-pid, SIGKILL);  // its process group, if it leads one
         ::kill(pid, SIGKILL);
+      } else if (terminated.insert(pid).second) {
+        ::kill(pid, SIGTERM);
       }
-      killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

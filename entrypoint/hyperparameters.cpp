@@ -15,9 +15,20 @@ namespace train {
 nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw) {
   if (!raw.is_string()) return raw;
   const auto& text = raw.get_ref<const std::string&>();
-  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) return raw;
-  return parsed;
+  // A value nested deeper than any file may be stays a string: its copies and dumps would recurse too deep.
+  struct TooDeep {};
+  auto bound_depth = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    using event_t = nlohmann::json::parse_event_t;
+    if ((event == event_t::object_start || event == event_t::array_start) && depth >= max_json_depth) throw TooDeep{};
+    return true;
+  };
+  try {
+    nlohmann::json parsed = nlohmann::json::parse(text, bound_depth, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return raw;
+    return parsed;
+  } catch (const TooDeep&) {
+    return raw;
+  }
 }
 
 std::vector<std::string> split_shell_words(const std::string& line, const std::string& what) {
@@ -62,10 +73,13 @@ std::vector<std::string> split_shell_words(const std::string& line, const std::s
 
 namespace {
 
-// A key as it can be shown between backticks: JSON escapes for control characters.
+// A key as it can be shown between backticks: JSON escapes for control characters, cut to a readable length.
 std::string printable_key(const std::string& key) {
+  constexpr size_t max_shown = 60;
   std::string dumped = nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return dumped.substr(1, dumped.size() - 2);
+  dumped = dumped.substr(1, dumped.size() - 2);
+  if (dumped.size() > max_shown) dumped = cut_utf8(dumped, max_shown) + fmt::format("... ({} characters)", key.size());
+  return dumped;
 }
 
 std::optional<int64_t> as_integer(const nlohmann::json& value) {
@@ -250,10 +264,16 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
     if (spec == nullptr) {
       problems.add(fmt::format("hyperparameter `{}` is not known; did you mean `{}`? (`train hyperparameters` lists "
                                "them all)",
-                               printable_key(key), nearest_name(key, known_names)));
+                               printable_key(key),
+                               // Real names are short; comparing a huge key in full would only cost time.
+                               nearest_name(std::string_view(key).substr(0, 64), known_names)));
       continue;
     }
-    std::string text = raw.is_string() ? raw.get<std::string>() : raw.dump();
+    // The value as text: what it decodes to when that is a string (the SDK sends "30,60" as "\"30,60\""),
+    // else the raw string ("0.1", "sgd"), else the JSON of a non-string value.
+    std::string text = decoded.is_string() ? decoded.get<std::string>()
+                       : raw.is_string()   ? raw.get<std::string>()
+                                           : raw.dump();
     auto value = convert(*spec, decoded, text);
     if (!value) {
       problems.add(fmt::format("hyperparameter `{}`: expected {}, got {}", key, describe_expected(*spec),

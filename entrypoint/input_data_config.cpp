@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 namespace train {
 
@@ -54,8 +55,7 @@ Enum parse_choice(const nlohmann::json& channel, const char* key, const std::arr
       if (it->get_ref<const std::string&>() == names[i]) return static_cast<Enum>(i);
     }
   }
-  throw ConfigError(fmt::format("{}: \"{}\": expected {}, got {} {}", where, key, allowed, describe_json_type(*it),
-                                quote_json_for_message(*it)));
+  throw ConfigError(fmt::format("{}: \"{}\": expected {}, got {}", where, key, allowed, describe_json_value(*it)));
 }
 
 }  // namespace
@@ -75,8 +75,8 @@ InputDataConfig parse_input_data_config(const nlohmann::json& document, const st
     }
     std::string where = fmt::format("{}: channel \"{}\"", source, name);
     if (!settings.is_object()) {
-      throw ConfigError(fmt::format("{}: expected an object such as {{\"TrainingInputMode\": \"File\"}}, got {} {}",
-                                    where, describe_json_type(settings), quote_json_for_message(settings)));
+      throw ConfigError(fmt::format("{}: expected an object such as {{\"TrainingInputMode\": \"File\"}}, got {}",
+                                    where, describe_json_value(settings)));
     }
     Channel channel;
     channel.name = name;
@@ -89,8 +89,8 @@ InputDataConfig parse_input_data_config(const nlohmann::json& document, const st
         parse_choice(settings, "RecordWrapperType", std::array{"None", "RecordIO"}, RecordWrapper::none, where);
     if (auto type = settings.find("ContentType"); type != settings.end() && !type->is_null()) {
       if (!type->is_string()) {
-        throw ConfigError(fmt::format("{}: \"ContentType\": expected a string such as \"application/x-image\", got {} {}",
-                                      where, describe_json_type(*type), quote_json_for_message(*type)));
+        throw ConfigError(fmt::format("{}: \"ContentType\": expected a string such as \"application/x-image\", got {}",
+                                      where, describe_json_value(*type)));
       }
       channel.content_type = type->get<std::string>();
     }

@@ -71,8 +71,12 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
     job.precision = job.device == "cuda" ? "bfloat16" : "float32";
   }
   if (job.precision == "bfloat16" && job.device == "cpu") {
-    host_problem("hyperparameter `precision_dtype` is \"bfloat16\" but training runs on the CPU, which trains in "
-                 "float32; remove precision_dtype or set it to float32");
+    std::string message = "hyperparameter `precision_dtype` is \"bfloat16\" but training runs on the CPU, which "
+                          "trains in float32; remove precision_dtype or set it to float32";
+    // With device=cpu this is wrong on every host; with device=auto it depends on the host's GPUs; with
+    // device=cuda the missing GPU was reported above.
+    if (wanted == "cpu") problems.add(std::move(message));
+    else if (wanted == "auto") host_problem(std::move(message));
   }
 
   int64_t batch = hp.integer("mini_batch_size");
@@ -107,8 +111,8 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
   if (auto interface = lookup(environment, "TRAIN_NETWORK_INTERFACE")) {
     if (!is_valid_interface_name(*interface)) {
       problems.add(fmt::format("environment variable TRAIN_NETWORK_INTERFACE: expected an interface name such as "
-                               "\"eth0\", got \"{}\"",
-                               *interface));
+                               "\"eth0\", got {}",
+                               quote_json_for_message(nlohmann::json(*interface))));
     } else {
       job.cluster.network_interface = *interface;
     }

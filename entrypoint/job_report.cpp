@@ -34,16 +34,8 @@ std::string tail_utf8(const std::string& text, size_t limit) {
 }
 
 void write_all(int fd, const std::string& content, const std::string& path) {
-  const char* data = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    ssize_t written = ::write(fd, data, left);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error(fmt::format("writing {} failed: {}", path, std::strerror(errno)));
-    }
-    data += written;
-    left -= static_cast<size_t>(written);
+  if (!write_fully(fd, content)) {
+    throw std::runtime_error(fmt::format("writing {} failed: {}", path, std::strerror(errno)));
   }
 }
 
@@ -87,15 +79,6 @@ std::string compose_failure_text(const std::string& summary, const std::vector<s
   }
   for (auto it = kept.rbegin(); it != kept.rend(); ++it) text += *it;
   return text;
-}
-
-void write_file_atomically(const std::string& path, const std::string& content) {
-  std::string temporary = write_temporary(path, content);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    int saved = errno;
-    ::unlink(temporary.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", temporary, path, std::strerror(saved)));
-  }
 }
 
 bool write_failure_file(const JobPaths& paths, const std::string& text) {

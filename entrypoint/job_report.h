@@ -3,6 +3,7 @@
 // fit. A failure file that already exists (written by user code) is never overwritten.
 #pragma once
 
+#include "atomic_file.h"  // write_file_atomically
 #include "paths.h"
 
 #include <string>
@@ -23,8 +24,5 @@ bool write_failure_file(const JobPaths& paths, const std::string& text);
 
 // Writes output/success (empty), atomically.
 bool write_success_file(const JobPaths& paths);
-
-// Writes `content` to `path` through a temporary name in the same directory and rename().
-void write_file_atomically(const std::string& path, const std::string& content);
 
 }  // namespace train

@@ -13,8 +13,12 @@ namespace train {
 // Larger than any config SageMaker writes (hyperparameters are capped at 100 keys of 2,500 characters).
 constexpr size_t max_config_file_bytes = 4 * 1024 * 1024;
 
+// Deeper than any config needs (resourceconfig.json nests 4 levels). Bounding it keeps the recursive
+// copies and dumps of a parsed document from overflowing the stack on a crafted file.
+constexpr int max_json_depth = 64;
+
 // Parses `text` as JSON. `source` names it in error messages (usually the file's path).
-// Throws ConfigError on malformed JSON, invalid UTF-8 or a duplicate key.
+// Throws ConfigError on malformed JSON, invalid UTF-8, a duplicate key or nesting deeper than max_json_depth.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source);
 
 // Reads and parses a JSON file; throws ConfigError when it cannot be read or parsed.
@@ -28,5 +32,14 @@ std::string describe_json_type(const nlohmann::json& value);
 
 // The value as it appears in a message, cut to a readable length.
 std::string quote_json_for_message(const nlohmann::json& value);
+
+// What a message says was found: the type and the value ("an integer 5", "a string \"x\""), or just "null".
+std::string describe_json_value(const nlohmann::json& value);
+
+// `text` with every byte that is not part of valid UTF-8 written as \xNN, so a message stays printable.
+std::string escape_invalid_utf8(std::string_view text);
+
+// Cuts `text` to at most `max_bytes` bytes on a UTF-8 character boundary.
+std::string cut_utf8(std::string_view text, size_t max_bytes);
 
 }  // namespace train

@@ -167,8 +167,9 @@ class JobRun {
       log_info("received {}: asking every rank to checkpoint and stop (up to {} s)", signal_name(signal_number),
                settings_.stop_grace.count());
       // mpirun forwards SIGUSR2 to every rank on every host at once; it would turn SIGTERM into a kill
-      // after only a second. Ranks treat SIGUSR2 as the stop request.
-      if (!mpirun_status_) ::kill(mpirun_.pid, SIGUSR2);
+      // after only a second. Ranks treat SIGUSR2 as the stop request. It goes to mpirun's process group,
+      // so it also reaches mpirun through a wrapper script that TRAIN_MPIRUN may name.
+      if (!mpirun_status_ && ::kill(-mpirun_.pid, SIGUSR2) != 0) ::kill(mpirun_.pid, SIGUSR2);
     } else {
       log_info("received {} again: stopping the ranks now", signal_name(signal_number));
       stop_deadline_ = clock::now();
@@ -201,7 +202,9 @@ class JobRun {
     int fd = line.stream == OutputStream::out ? STDOUT_FILENO : STDERR_FILENO;
     if (line.rank >= 0) {
       write_line(fd, fmt::format("[rank {}] {}", line.rank, line.text));
-      if (line.stream == OutputStream::err) {
+      // rank-exec's own line about how the rank's command ended names the failure; the report's first
+      // line says that already, so it is not one of the rank's error lines.
+      if (line.stream == OutputStream::err && !messages_.observe_rank_line(line.rank, line.text)) {
         auto& tail = error_tails_[line.rank];
         tail.push_back(line.text);
         if (tail.size() > error_tail_lines) tail.pop_front();
@@ -230,8 +233,11 @@ class JobRun {
     }
     std::string summary;
     std::vector<std::string> details;
-    if (const auto& failure = messages_.first_failure()) {
-      std::string host = failure->node.empty() ? host_of_rank(job_, failure->rank) : failure->node;
+    int code = mpirun_code;
+    if (const auto failure = messages_.first_failure()) {
+      // Our name for the host (SageMaker's algo-N), not the machine name mpirun may know it by.
+      std::string host = host_of_rank(job_, failure->rank);
+      if (host == "?" && !failure->node.empty()) host = failure->node;
       std::string how = failure->signal
                             ? fmt::format("was killed by signal {} ({})", *failure->signal,
                                           signal_name(*failure->signal))
@@ -241,6 +247,7 @@ class JobRun {
         details.assign(tail->second.begin(), tail->second.end());
       }
       if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
+      if (failure->code() != 0) code = failure->code();
     } else {
       summary = fmt::format("mpirun {} before any rank reported a failure.",
                             mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not report its status");
@@ -248,7 +255,7 @@ class JobRun {
     }
     log_error("{}", summary);
     write_failure_file(job_.paths, compose_failure_text(summary, details));
-    return mpirun_code == 0 ? exit_code::internal_error : mpirun_code;
+    return code == 0 ? exit_code::internal_error : code;
   }
 
   const JobDescription& job_;

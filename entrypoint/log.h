@@ -9,6 +9,9 @@
 
 namespace train {
 
+// Writes all of `data` to `fd`, continuing after short writes and EINTR. False (errno set) on an error.
+bool write_fully(int fd, std::string_view data);
+
 // Writes `line` plus a newline to `fd` in one write() (retrying only the unwritten tail on a short write).
 void write_line(int fd, std::string_view line);
 

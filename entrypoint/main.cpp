@@ -8,6 +8,7 @@
 #include "log.h"
 #include "rank_exec.h"
 #include "validate_command.h"
+#include "../runtime/device_query.h"
 #include "../runtime/rank_main.h"
 
 #include <fmt/format.h>
@@ -114,7 +115,7 @@ int dispatch(const std::vector<std::string>& args) {
     return run_rank_exec(std::vector<std::string>(args.begin() + 2, args.end()));
   }
   if (command == "--version" && args.size() == 1) {
-    fmt::print("train {}\n", TRAIN_VERSION);
+    fmt::print("train {} (CUDA backend: {})\n", TRAIN_VERSION, built_with_cuda() ? "built in" : "not built");
     return exit_code::success;
   }
   if ((command == "--help" || command == "-h" || command == "help") && args.size() == 1) {

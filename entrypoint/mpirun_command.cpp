@@ -51,8 +51,9 @@ std::vector<std::string> build_mpirun_command(const JobDescription& job, const s
   command.insert(command.end(), {"--host", host_list});
   // The master starts every remote daemon itself (SageMaker's hosts cannot ssh onwards to each other).
   command.insert(command.end(), {"--mca", "plm_rsh_no_tree_spawn", "1"});
-  // mpirun kills ranks this long after asking them to stop; ours stop on their own when asked.
-  command.insert(command.end(), {"--mca", "odls_base_sigkill_timeout", "30"});
+  // Open MPI's odls_base_sigkill_timeout (SIGTERM to SIGKILL when mpirun ends ranks) stays at its default
+  // of 1 s: mpirun sleeps that long, blocking, every time it ends ranks (twice after a rank fails), and a
+  // graceful stop does not go through it (ranks get SIGUSR2 and the launcher's own grace period).
   if (!job.cluster.single_host()) {
     const auto& interface = job.cluster.network_interface;
     command.insert(command.end(), {"--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface,

@@ -1,14 +1,25 @@
 #include "mpirun_outcome.h"
 
+#include "child_process.h"
+
+#include <fmt/format.h>
+
 #include <regex>
 
 namespace train {
+
+int RankFailure::code() const {
+  if (signal) return 128 + *signal;
+  return exit_code.value_or(1);
+}
 
 void MpirunMessages::observe(const std::string& line) {
   static const std::regex noticed_signal(
       R"(mpirun noticed that process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+))");
   static const std::regex process_name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex exit_code(R"(^\s*Exit code:\s*(\d+))");
+  static const std::regex abort_rank(R"(MPI_ABORT was invoked on rank (\d+) in communicator)");
+  static const std::regex abort_code(R"(^\s*with errorcode (-?\d+))");
   std::smatch match;
   if (std::regex_search(line, match, noticed_signal)) {
     if (!failure_) {
@@ -25,9 +36,47 @@ void MpirunMessages::observe(const std::string& line) {
     pending_process_rank_.reset();
     return;
   }
+  if (std::regex_search(line, match, abort_rank)) {
+    pending_abort_rank_ = std::stoi(match[1]);
+    return;
+  }
+  if (std::regex_search(line, match, abort_code) && pending_abort_rank_) {
+    // mpirun exits with the error code modulo 256, as any process exit code.
+    int code = static_cast<int>(static_cast<unsigned>(std::stoi(match[1])) & 0xFFu);
+    if (!failure_) failure_ = RankFailure{*pending_abort_rank_, code, std::nullopt, ""};
+    pending_abort_rank_.reset();
+    return;
+  }
   // Keep mpirun's own words (not its dashed rules or blank lines) for a report that has no rank to blame.
   bool substantive = line.find_first_not_of(" -\t") != std::string::npos;
   if (substantive && own_lines_.size() < 40) own_lines_.push_back(line);
+}
+
+bool MpirunMessages::observe_rank_line(int rank, std::string_view line) {
+  auto report = parse_rank_end_report(line);
+  if (!report || report->rank != rank) return false;
+  if (!first_rank_report_) first_rank_report_ = report;
+  return true;
+}
+
+std::string rank_end_report(int rank, const std::string& program, int wait_status) {
+  std::string name = program;
+  for (char& c : name) {
+    if (c == '`' || c == '\n' || c == '\r') c = '?';
+  }
+  return fmt::format("[train] rank {}: command `{}` {}", rank, name, describe_wait_status(wait_status));
+}
+
+std::optional<RankFailure> parse_rank_end_report(std::string_view line) {
+  static const std::regex report(
+      R"(^\[train\] rank (\d{1,9}): command `[^`]*` (?:exited with code (\d{1,3})|was killed by signal (\d{1,3}) \([^)]*\))$)");
+  std::match_results<std::string_view::const_iterator> match;
+  if (!std::regex_match(line.begin(), line.end(), match, report)) return std::nullopt;
+  RankFailure failure;
+  failure.rank = std::stoi(match[1].str());
+  if (match[2].matched) failure.exit_code = std::stoi(match[2].str());
+  if (match[3].matched) failure.signal = std::stoi(match[3].str());
+  return failure;
 }
 
 }  // namespace train

@@ -1,11 +1,16 @@
-// What mpirun says about how a job ended. mpirun's exit status keeps the first failing rank's code
-// (128+N for a signal), and its own messages say which rank that was:
+// What mpirun and the ranks say about how a job ended. mpirun's exit status keeps the first failing rank's
+// code (128+N for a signal), and its own messages often say which rank that was:
 //   "Process name: [[26584,1],1]" / "Exit code:    3"
 //   "mpirun noticed that process rank 1 with PID 0 on node algo-2 exited on signal 9 (Killed)."
+//   "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD" / "with errorcode 5."
+// Open MPI 4.1 prints the first of these only when the failing process got far enough (a program that
+// never calls MPI_Init and fails at once gets no such block), so `train rank-exec` also reports the end of
+// the user's command itself, in one line on the rank's error output (rank_end_report below).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace train {
@@ -15,22 +20,37 @@ struct RankFailure {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string node;  // as mpirun names it; empty when it did not say
+
+  // The exit code that stands for this failure: the code, or 128+N for signal N.
+  int code() const;
 };
 
 class MpirunMessages {
  public:
   // Every untagged line mpirun printed, in order.
   void observe(const std::string& line);
+  // A rank_end_report line that rank `rank` wrote on its error output (others are ignored). True when
+  // the line was such a report.
+  bool observe_rank_line(int rank, std::string_view line);
 
-  // The first rank mpirun reported as failed, if any.
-  const std::optional<RankFailure>& first_failure() const { return failure_; }
+  // The first rank mpirun reported as failed, else the first rank that reported its own failure.
+  std::optional<RankFailure> first_failure() const { return failure_ ? failure_ : first_rank_report_; }
   // mpirun's own explanation when it failed before or outside the ranks (the first substantive lines).
   const std::vector<std::string>& own_error_lines() const { return own_lines_; }
 
  private:
   std::optional<RankFailure> failure_;
+  std::optional<RankFailure> first_rank_report_;
   std::optional<int> pending_process_rank_;
+  std::optional<int> pending_abort_rank_;
   std::vector<std::string> own_lines_;
 };
+
+// "[train] rank 1: command `python3` exited with code 3" / "... was killed by signal 9 (SIGKILL)": what
+// `train rank-exec` writes when the user's command ends with anything but exit code 0.
+std::string rank_end_report(int rank, const std::string& program, int wait_status);
+
+// The failure a rank_end_report line describes; nullopt for any other line.
+std::optional<RankFailure> parse_rank_end_report(std::string_view line);
 
 }  // namespace train

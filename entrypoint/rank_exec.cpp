@@ -2,13 +2,18 @@
 
 #include "child_process.h"
 #include "config_error.h"
+#include "descendants.h"
 #include "exit_codes.h"
 #include "job_description.h"
 #include "log.h"
+#include "mpirun_outcome.h"
 #include "rank_environment.h"
+#include "signal_inbox.h"
 
 #include <csignal>
 #include <ctime>
+#include <optional>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,10 +21,16 @@ namespace train {
 
 namespace {
 
+// How long what the program left behind gets between SIGTERM and SIGKILL, and the bound on the whole.
+constexpr auto leftover_grace = std::chrono::seconds(2);
+constexpr auto leftover_limit = std::chrono::seconds(10);
+
 // Ends this process the way the child ended, so mpirun reports the same code or signal.
 [[noreturn]] void end_like(int status) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);  // the program's crash is the one worth a core file, not ours
     ::signal(sig, SIG_DFL);
     sigset_t only;
     sigemptyset(&only);
@@ -28,6 +39,11 @@ namespace {
     ::raise(sig);
   }
   ::_exit(exit_code_from_wait_status(status));
+}
+
+std::string base_name(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -52,12 +68,13 @@ int run_rank_exec(const std::vector<std::string>& command) {
   sigemptyset(&handled);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&handled, sig);
   sigprocmask(SIG_BLOCK, &handled, nullptr);
+  become_child_subreaper();
 
   ChildProcess child;
   try {
     SpawnOptions options;
     options.capture_output = false;
-    options.new_process_group = false;  // mpirun signals our group; the program must be in it
+    options.new_process_group = true;  // mpirun signals our group: SIGUSR2 must not reach the program
     options.die_with_parent = true;
     child = spawn_child(command, rank_program_environment(job, environment, *identity), options);
   } catch (const std::exception& error) {
@@ -65,19 +82,32 @@ int run_rank_exec(const std::vector<std::string>& command) {
     return exit_code::launch_failed;
   }
 
-  while (true) {
+  std::optional<int> status;
+  while (!status) {
     siginfo_t info{};
     timespec tick{1, 0};  // also re-checks the child once a second, in case a SIGCHLD was merged
     int sig = sigtimedwait(&handled, &info, &tick);
-    if (sig == SIGUSR2) {
-      ::kill(child.pid, SIGTERM);
-    } else if (sig > 0 && sig != SIGCHLD) {
-      ::kill(child.pid, sig);
+    if (sig > 0 && sig != SIGCHLD) {
+      // To the program's whole group, as mpirun itself signals a rank: its helpers stop with it.
+      int forwarded = sig == SIGUSR2 ? SIGTERM : sig;
+      if (::kill(-child.pid, forwarded) != 0) ::kill(child.pid, forwarded);
     }
-    int status = 0;
-    pid_t done = ::waitpid(child.pid, &status, WNOHANG);
-    if (done == child.pid) end_like(status);
+    // Orphans of the program are re-parented to us: reap them as they go, and watch for the program.
+    reap_exited_children([&](pid_t pid, int child_status) {
+      if (pid == child.pid) status = child_status;
+    });
   }
+
+  if (!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)) {
+    write_line(2, rank_end_report(identity->rank, base_name(command.front()), *status));
+  }
+  reap_exited_children(nullptr);
+  if (auto leftovers = children_of(::getpid()); !leftovers.empty()) {
+    log_info("rank {}: ending {} process(es) that the command left running", identity->rank, leftovers.size());
+  }
+  int left = end_all_children(leftover_grace, leftover_limit, nullptr);
+  if (left > 0) log_error("rank {}: {} process(es) the command left behind could not be ended", identity->rank, left);
+  end_like(*status);
 }
 
 }  // namespace train

@@ -1,5 +1,7 @@
 #include "rank_output_relay.h"
 
+#include <algorithm>
+
 namespace train {
 
 namespace {
@@ -62,6 +64,38 @@ void TaggedOutputDemux::emit(const Key& key) {
   line.clear();
 }
 
+// Where a full line of `line.size()` bytes can be cut without splitting a UTF-8 character: before an
+// incomplete character at its end, else at its end.
+static size_t utf8_safe_cut(const std::string& line) {
+  size_t start = line.size();
+  size_t continuation = 0;
+  while (start > 0 && continuation < 3 && (static_cast<unsigned char>(line[start - 1]) & 0xC0) == 0x80) {
+    --start;
+    ++continuation;
+  }
+  if (start == 0) return line.size();
+  unsigned char lead = static_cast<unsigned char>(line[start - 1]);
+  size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  bool incomplete = length > 1 && continuation + 1 < length;
+  return incomplete && start - 1 > 0 ? start - 1 : line.size();
+}
+
+void TaggedOutputDemux::append(const Key& key, std::string_view text) {
+  while (!text.empty()) {
+    std::string& line = partial(key);
+    size_t take = std::min(text.size(), max_line_bytes - line.size());
+    line.append(text.substr(0, take));
+    text.remove_prefix(take);
+    if (line.size() < max_line_bytes) return;
+    // A full line goes out as a piece; what did not fit (at most an unfinished character) starts the next.
+    size_t cut = utf8_safe_cut(line);
+    std::string rest = line.substr(cut);
+    line.resize(cut);
+    emit(key);
+    partial(key) = std::move(rest);
+  }
+}
+
 void TaggedOutputDemux::feed(OutputStream source, std::string_view bytes) {
   sources_[static_cast<int>(source)].pending.append(bytes);
   process(source, false);
@@ -107,9 +141,7 @@ void TaggedOutputDemux::process(OutputStream source, bool final) {
         }
       }
     }
-    std::string& line = partial(state.current);
-    line.append(text.substr(pos, end - pos));
-    if (line.size() >= max_line_bytes) emit(state.current);
+    append(state.current, text.substr(pos, end - pos));
     pos = end;
     if (wait_for_more || end == text.size()) break;
     if (text[end] == '\n') {

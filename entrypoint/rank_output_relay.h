@@ -28,7 +28,8 @@ struct RankLine {
 class TaggedOutputDemux {
  public:
   using Sink = std::function<void(const RankLine&)>;
-  // Longer partial lines are emitted in pieces rather than held without bound.
+  // Longer lines are emitted in pieces of at most this many bytes (cut between UTF-8 characters) rather
+  // than held without bound.
   static constexpr size_t max_line_bytes = 64 * 1024;
 
   explicit TaggedOutputDemux(Sink sink) : sink_(std::move(sink)) {}
@@ -51,6 +52,7 @@ class TaggedOutputDemux {
   void process(OutputStream source, bool final);
   std::string& partial(const Key& key) { return partial_[{key.rank, static_cast<int>(key.stream)}]; }
   void emit(const Key& key);
+  void append(const Key& key, std::string_view text);  // to the key's partial line, emitting full pieces
 
   Sink sink_;
   std::array<SourceState, 2> sources_;

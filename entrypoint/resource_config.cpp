@@ -28,9 +28,7 @@ bool is_valid_interface_name(const std::string& name) {
 
 namespace {
 
-std::string found(const nlohmann::json& value) {
-  return fmt::format("{} {}", describe_json_type(value), quote_json_for_message(value));
-}
+std::string found(const nlohmann::json& value) { return describe_json_value(value); }
 
 std::vector<std::string> parse_host_list(const nlohmann::json& value, const std::string& where,
                                          const std::string& source) {

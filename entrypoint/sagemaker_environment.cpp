@@ -1,5 +1,7 @@
 #include "sagemaker_environment.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -27,19 +29,58 @@ bool is_toolkit_parameter(const std::string& key) {
   return std::find(std::begin(known), std::end(known), key) != std::end(known);
 }
 
-// The toolkit's command-line form of one hyperparameter value (Python's str()).
-std::string command_line_value(const nlohmann::json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+std::string python_repr(const nlohmann::json& value);
+
+// Python's str() of a decoded value: strings as they are, the rest as repr() ("True", "[30, 60]").
+std::string python_str(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : python_repr(value);
+}
+
+// Python's repr() of a decoded JSON value (what str() of a list or dict shows for its items).
+std::string python_repr(const nlohmann::json& value) {
   if (value.is_null()) return "None";
+  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+  if (value.is_string()) {
+    const auto& text = value.get_ref<const std::string&>();
+    const char quote = (text.find('\'') != std::string::npos && text.find('"') == std::string::npos) ? '"' : '\'';
+    std::string quoted(1, quote);
+    for (char c : text) {
+      if (c == quote || c == '\\') quoted += {'\\', c};
+      else if (c == '\n') quoted += "\\n";
+      else if (c == '\r') quoted += "\\r";
+      else if (c == '\t') quoted += "\\t";
+      else if ((c >= 0 && c < ' ') || c == 0x7f) quoted += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      else quoted += c;
+    }
+    return quoted + quote;
+  }
+  if (value.is_array()) {
+    std::string joined;
+    for (const auto& item : value) joined += (joined.empty() ? "" : ", ") + python_repr(item);
+    return "[" + joined + "]";
+  }
   if (value.is_object()) {
     std::string joined;
     for (const auto& [key, item] : value.items()) {
-      joined += (joined.empty() ? "" : ",") + key + "=" + command_line_value(item);
+      joined += (joined.empty() ? "" : ", ") + python_repr(nlohmann::json(key)) + ": " + python_repr(item);
+    }
+    return "{" + joined + "}";
+  }
+  return value.dump();  // numbers: JSON and Python write them alike
+}
+
+// The toolkit's command-line form of one hyperparameter value (its _mapping.to_cmd_args): None becomes "",
+// a dict "k=v,k2=v2" in key order, anything else Python's str().
+std::string command_line_value(const nlohmann::json& value) {
+  if (value.is_null()) return "";
+  if (value.is_object()) {
+    std::string joined;
+    for (const auto& [key, item] : value.items()) {
+      joined += (joined.empty() ? "" : ",") + key + "=" + python_str(item);
     }
     return joined;
   }
-  return value.dump();
+  return python_str(value);
 }
 
 }  // namespace
@@ -86,7 +127,7 @@ EnvironmentMap sagemaker_variables(const JobDescription& job) {
   }
   nlohmann::json user_args = nlohmann::json::array();
   for (const auto& [key, value] : user_hyperparameters.items()) {
-    user_args.push_back("--" + key);
+    user_args.push_back((key.size() > 1 ? "--" : "-") + key);  // the toolkit's arg_name
     user_args.push_back(command_line_value(value));
   }
   const int gpus = job.device == "cuda" ? job.resources.gpus : 0;

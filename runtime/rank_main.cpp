@@ -1,8 +1,10 @@
 #include "rank_main.h"
 
+#include "cpu_trainer.h"
 #include "device_query.h"
 #include "mpi_check.h"
 #include "stop_request.h"
+#include "data/data_error.h"
 #include "../entrypoint/config_error.h"
 #include "../entrypoint/exit_codes.h"
 #include "../entrypoint/job_description.h"
@@ -77,8 +79,13 @@ int run_rank_checked() {
   write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
                             identity.local_rank, identity.local_size, job.cluster.current_host, device));
   check_allreduce(identity);
+  if (job.device == "cuda") {
+    throw ConfigError("this build of train trains on the CPU only (the GPU path is not built yet); set the "
+                      "hyperparameter device=cpu to train on this GPU host's CPUs");
+  }
+  int code = run_cpu_training(job, identity, MPI_COMM_WORLD);
   MPI_CHECK(MPI_Finalize());
-  return exit_code::success;
+  return code;
 }
 
 // Other ranks may be blocked in a collective with this one: abort the whole job rather than hang it.
@@ -96,7 +103,10 @@ int run_rank() {
   try {
     return run_rank_checked();
   } catch (const ConfigError& error) {
-    log_error("the job description on this host is invalid:\n{}", error.what());
+    log_error("{}", error.what());
+    return abort_job(exit_code::invalid_job);
+  } catch (const data::DataError& error) {
+    log_error("{}", error.what());
     return abort_job(exit_code::invalid_job);
   } catch (const std::exception& error) {
     log_error("{}", error.what());

@@ -1,0 +1,25 @@
+// kernels/cpu/relu.cpp: ReLU forward and backward, elementwise.
+
+#include "kernels/cpu/internal.h"
+#include "kernels/ops.h"
+
+namespace train::ops {
+
+template <typename T>
+void relu_forward(std::int64_t count, const T* x, T* y) {
+#pragma omp parallel for schedule(static) if (cpu::parallel_worth(count))
+  for (std::int64_t i = 0; i < count; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];  // NaN passes, as torch.relu
+}
+
+template <typename T>
+void relu_backward(std::int64_t count, const T* y, const T* dy, T* dx) {
+#pragma omp parallel for schedule(static) if (cpu::parallel_worth(count))
+  for (std::int64_t i = 0; i < count; ++i) dx[i] = y[i] <= T(0) ? T(0) : dy[i];  // as PyTorch's threshold_backward
+}
+
+template void relu_forward<float>(std::int64_t, const float*, float*);
+template void relu_forward<double>(std::int64_t, const double*, double*);
+template void relu_backward<float>(std::int64_t, const float*, const float*, float*);
+template void relu_backward<double>(std::int64_t, const double*, const double*, double*);
+
+}  // namespace train::ops

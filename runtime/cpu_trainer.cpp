@@ -1,0 +1,426 @@
+#include "cpu_trainer.h"
+
+#include "../entrypoint/config_error.h"
+#include "../entrypoint/environment_map.h"
+#include "../entrypoint/log.h"
+#include "cpu_resnet.h"
+#include "data/batch_loader.h"
+#include "data/data_error.h"
+#include "data/image_folder.h"
+#include "data/sample_source.h"
+#include "gradient_reducer_mpi.h"
+#include "kernels/ops.h"
+#include "model_io/checkpoint.h"
+#include "model_io/model_files.h"
+#include "model_io/safetensors.h"
+#include "model_state.h"
+#include "mpi_check.h"
+#include "stop_request.h"
+#include "training_settings.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#ifndef TRAIN_VERSION
+#define TRAIN_VERSION "unknown"
+#endif
+
+namespace train {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// ImageNet-1k's training set size: synthetic data behaves like an epoch of it.
+constexpr int64_t synthetic_samples = 1281167;
+
+std::chrono::seconds timeout_from_environment(const char* name, int default_seconds) {
+  auto value = lookup(current_environment(), name);
+  if (!value) return std::chrono::seconds(default_seconds);
+  if (value->empty() || value->size() > 7 || value->find_first_not_of("0123456789") != std::string::npos) {
+    throw ConfigError(fmt::format("environment variable {}: expected a whole number of seconds, got \"{}\"", name, *value));
+  }
+  return std::chrono::seconds(std::stoi(*value));
+}
+
+std::string format_duration(double seconds) {
+  auto total = static_cast<int64_t>(std::max(0.0, seconds));
+  return fmt::format("{}:{:02}:{:02}", total / 3600, (total / 60) % 60, total % 60);
+}
+
+// Validation labels follow the training data's class names, not the validation folder's own order.
+data::ImageFolder align_validation_classes(data::ImageFolder validation, const data::ImageFolder& training) {
+  std::map<std::string, int32_t> label_of;
+  for (size_t i = 0; i < training.classes.size(); ++i) label_of[training.classes[i]] = static_cast<int32_t>(i);
+  std::vector<int32_t> remap;
+  for (const auto& name : validation.classes) {
+    auto found = label_of.find(name);
+    if (found == label_of.end()) {
+      throw data::DataError(fmt::format("validation class \"{}\" (folder {}/{}) is not a class of the training data; "
+                                        "validation classes must be training classes",
+                                        name, validation.root, name));
+    }
+    remap.push_back(found->second);
+  }
+  for (auto& label : validation.labels) label = remap[static_cast<size_t>(label)];
+  validation.classes = training.classes;
+  return validation;
+}
+
+class CpuTrainer {
+ public:
+  CpuTrainer(const JobDescription& job, const RankIdentity& identity, MPI_Comm comm)
+      : job_(job), identity_(identity), comm_(comm), settings_(derive_training_settings(job, identity)) {}
+
+  int run() {
+    step_timeout_ = timeout_from_environment("TRAIN_STEP_TIMEOUT_SECONDS", 900);
+    data_timeout_ = timeout_from_environment("TRAIN_DATA_TIMEOUT_SECONDS", 600);
+    open_data();
+    build_model();
+    data::LoaderOptions options;
+    options.batch_size = settings_.batch_per_rank;
+    options.threads = std::max(1, settings_.threads);
+    options.prefetch_batches = 2;
+    options.shuffle = settings_.shuffle;
+    options.seed = settings_.seed;
+    options.rank = settings_.data_rank;
+    options.ranks = settings_.data_ranks;
+    options.epochs = settings_.epochs;
+    options.start = resume_position_;
+    data::BatchLoader loader(train_source_, options);
+    steps_per_epoch_ = loader.batches_per_epoch();
+    total_steps_ = settings_.epochs * steps_per_epoch_;
+    if (settings_.max_steps > 0) total_steps_ = std::min(total_steps_, settings_.max_steps);
+    schedule_ = make_schedule(settings_, steps_per_epoch_, total_steps_);
+    announce();
+
+    MpiGradientReducer reducer(comm_, model_->bucket_plan(), model_->all_gradients().data(),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(step_timeout_));
+    int64_t epoch = resume_position_.epoch;
+    data::Batch batch;
+    last_log_ = clock::now();
+    start_ = last_log_;
+    steps_at_start_ = step_;
+    while (step_ < total_steps_) {
+      if (!next_batch(loader, batch)) break;
+      if (batch.position.epoch != epoch) {
+        end_of_epoch(epoch);
+        epoch = batch.position.epoch;
+      }
+      const bool stop = train_one_step(batch, reducer);
+      if (stop) {
+        save_checkpoint(batch.next, "stop request");
+        if (identity_.rank == 0) {
+          write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
+                                    step_, signal_description()));
+        }
+        return 0;
+      }
+    }
+    // The last epoch ends with the last step (or with max_steps).
+    end_of_epoch(epoch, /*final=*/true);
+    write_model();
+    return 0;
+  }
+
+ private:
+  void open_data() {
+    std::optional<data::ImageFolder> training_folder;
+    if (settings_.data_format == "synthetic") {
+      const int classes = settings_.num_classes.value_or(1000);
+      train_source_ = std::make_shared<data::SyntheticSource>(synthetic_samples, classes, settings_.height, settings_.width);
+    } else {
+      training_folder = data::scan_image_folder(settings_.train_dir.string());
+      class_names_ = training_folder->classes;
+      data::ImageFolderOptions options;
+      options.height = settings_.height;
+      options.width = settings_.width;
+      options.augmentation = data::parse_augmentation(settings_.augmentation);
+      train_source_ = std::make_shared<data::ImageFolderSource>(*training_folder, options);
+    }
+    classes_ = settings_.num_classes.value_or(train_source_->num_classes());
+    if (train_source_->num_classes() > classes_) {
+      throw ConfigError(fmt::format("hyperparameter `num_classes` is {} but the training data has {} classes; "
+                                    "raise num_classes or leave it out to take it from the data",
+                                    classes_, train_source_->num_classes()));
+    }
+    if (settings_.validation_dir && training_folder) {
+      data::ImageFolderOptions options;
+      options.height = settings_.height;
+      options.width = settings_.width;
+      options.augmentation = data::Augmentation::none;
+      validation_source_ = std::make_shared<data::ImageFolderSource>(
+          align_validation_classes(data::scan_image_folder(settings_.validation_dir->string()), *training_folder),
+          options);
+    }
+  }
+
+  void build_model() {
+    model_ = std::make_unique<CpuResNet<float>>(build_resnet_spec(settings_.depth, classes_), settings_.batch_per_rank,
+                                                settings_.height, settings_.width, settings_.bucket_bytes);
+    model_->initialize(settings_.seed);
+    momentum_.assign(model_->all_values().size(), 0.0f);
+    if (settings_.weights_dir) load_initial_weights();
+    resume_if_checkpointed();
+    for (int p = 0; p < model_->parameter_tensors(); ++p) {
+      const auto& parameter = model_->parameters()[static_cast<size_t>(p)];
+      ops::SgdTensor<float> tensor;
+      tensor.param = model_->parameter_data(p);
+      tensor.grad = model_->gradient_data(p);
+      tensor.momentum_buffer = momentum_.data() + parameter.offset;
+      tensor.count = parameter.count;
+      tensor.weight_decay = model_->spec().tensors[static_cast<size_t>(parameter.spec_index)].decays();
+      sgd_tensors_.push_back(tensor);
+    }
+  }
+
+  void load_initial_weights() {
+    const auto path = *settings_.weights_dir / std::string(model_io::model_weights_file_name);
+    auto file = model_io::read_safetensors(path.string());
+    auto selected = model_io::select_initial_weights(file, path.string(), expected_tensors(model_->spec()),
+                                                     fmt::format("resnet{}", settings_.depth));
+    import_model_state(*model_, selected.tensors);
+    if (identity_.rank == 0) {
+      log_info("started from the weights in {}", path.string());
+      for (const auto& note : selected.notes) log_info("{}", note);
+    }
+  }
+
+  nlohmann::json checkpoint_identity() const {
+    return {{"num_layers", settings_.depth},
+            {"num_classes", classes_},
+            {"image_shape", {3, settings_.height, settings_.width}},
+            {"seed", settings_.seed},
+            {"batch_per_rank", settings_.batch_per_rank},
+            {"shuffle", settings_.shuffle},
+            {"data_ranks", settings_.data_ranks}};
+  }
+
+  void resume_if_checkpointed() {
+    auto checkpoint = model_io::read_checkpoint(settings_.checkpoint_dir);
+    if (!checkpoint) return;
+    const auto source = model_io::checkpoint_path(settings_.checkpoint_dir).string();
+    if (auto refusal = model_io::resume_refusal(checkpoint->state, checkpoint_identity(), source)) {
+      throw ConfigError(*refusal);
+    }
+    if (checkpoint->state.world_size != identity_.size) {
+      throw ConfigError(fmt::format("{} was written by a job of {} ranks and this job has {}; its data position "
+                                    "cannot carry over: remove it to start afresh, or run with {} ranks",
+                                    source, checkpoint->state.world_size, identity_.size, checkpoint->state.world_size));
+    }
+    import_model_state(*model_, checkpoint->model);
+    std::map<std::string, const model_io::Tensor*> momentum_by_name;
+    for (const auto& tensor : checkpoint->momentum) momentum_by_name[tensor.name] = &tensor;
+    for (int p = 0; p < model_->parameter_tensors(); ++p) {
+      const auto& parameter = model_->parameters()[static_cast<size_t>(p)];
+      const auto& spec = model_->spec().tensors[static_cast<size_t>(parameter.spec_index)];
+      auto found = momentum_by_name.find(spec.name);
+      if (found == momentum_by_name.end()) continue;  // no momentum yet (checkpoint before the first step)
+      std::vector<float> values = found->second->to_float();
+      if (spec.role == TensorRole::conv_weight) values = convert_conv_layout(values, spec.shape, false);
+      std::copy(values.begin(), values.end(), momentum_.begin() + static_cast<int64_t>(parameter.offset));
+    }
+    step_ = checkpoint->state.step;
+    resume_position_ = data::DataPosition{checkpoint->state.epoch,
+                                          checkpoint->state.step_in_epoch * settings_.batch_per_rank};
+    if (identity_.rank == 0) {
+      log_info("resuming from {}: step {}, epoch {}, batch {} of that epoch", source, step_, checkpoint->state.epoch,
+               checkpoint->state.step_in_epoch);
+    }
+  }
+
+  void announce() const {
+    if (identity_.rank != 0) return;
+    log_info("training resnet{} ({} parameters) on {}x{} images, {} classes: {} ranks x {} images = global batch {}, "
+             "{} steps per epoch, {} steps in all",
+             settings_.depth, model_->spec().parameter_count(), settings_.height, settings_.width, classes_,
+             identity_.size, settings_.batch_per_rank, settings_.global_batch, steps_per_epoch_, total_steps_);
+    log_info("data: {}; peak learning rate {} ({} scaled to global batch {}), {} decay, {} gradient buckets",
+             train_source_->describe(), schedule_.peak, settings_.learning_rate, settings_.global_batch,
+             settings_.lr_scheduler, model_->bucket_plan().buckets.size());
+  }
+
+  // The next batch, waiting for the decoder in bounded slices; false at the end of the data.
+  bool next_batch(data::BatchLoader& loader, data::Batch& batch) {
+    const auto deadline = clock::now() + data_timeout_;
+    while (true) {
+      auto status = loader.next(batch, std::chrono::milliseconds(500));
+      if (status == data::BatchLoader::Status::batch) return true;
+      if (status == data::BatchLoader::Status::end || status == data::BatchLoader::Status::stopped) return false;
+      if (clock::now() > deadline) {
+        throw data::DataError(fmt::format("no training batch arrived within {} s (set TRAIN_DATA_TIMEOUT_SECONDS to "
+                                          "wait longer): the data is unreadable or too slow",
+                                          data_timeout_.count()));
+      }
+    }
+  }
+
+  // One optimizer step; returns true when the job agreed to stop after it.
+  bool train_one_step(const data::Batch& batch, MpiGradientReducer& reducer) {
+    const double lr = schedule_.at(step_);
+    reducer.begin_step();
+    auto result = model_->train_step(
+        batch.images.data(), batch.labels.data(), batch.size, static_cast<float>(settings_.label_smoothing),
+        1.0f / static_cast<float>(identity_.size), [&](int p) { reducer.tensor_ready(p); },
+        [&] { reducer.progress(); });
+    reducer.finish();
+    ops::SgdOptions options;
+    options.lr = lr;
+    options.momentum = settings_.momentum;
+    options.weight_decay = settings_.weight_decay;
+    options.nesterov = settings_.optimizer == "nag";
+    options.lars = settings_.optimizer == "lars";
+    ops::sgd_step<float>(sgd_tensors_, options);
+    ++step_;
+
+    // One small allreduce carries the job-wide metrics and the stop vote, so every rank stops at the same step.
+    double sums[4] = {result.loss * batch.size, static_cast<double>(batch.size), static_cast<double>(result.correct),
+                      stop_requested() ? 1.0 : 0.0};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, comm_));
+    interval_loss_ += sums[0];
+    interval_images_ += sums[1];
+    interval_correct_ += sums[2];
+    ++interval_steps_;
+    const bool stop = sums[3] > 0;
+    if (identity_.rank == 0 && (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop)) log_progress(lr, batch);
+    return stop;
+  }
+
+  void log_progress(double lr, const data::Batch& batch) {
+    const auto now = clock::now();
+    const double interval = std::chrono::duration<double>(now - last_log_).count();
+    const double since_start = std::chrono::duration<double>(now - start_).count();
+    const double per_step = since_start / static_cast<double>(std::max<int64_t>(1, step_ - steps_at_start_));
+    write_line(1, fmt::format("step={} epoch={} loss={:.6f} train_top1={:.4f} lr={:.6g} images_per_sec={:.1f} eta={}",
+                              step_, batch.position.epoch, interval_loss_ / interval_images_,
+                              interval_correct_ / interval_images_, lr,
+                              interval > 0 ? interval_images_ / interval : 0.0,
+                              format_duration(per_step * static_cast<double>(total_steps_ - step_))));
+    last_log_ = now;
+    interval_loss_ = interval_images_ = interval_correct_ = 0;
+    interval_steps_ = 0;
+  }
+
+  // After the last step of `epoch` (or the last step of training, `final`, which may end an epoch early).
+  void end_of_epoch(int64_t epoch, bool final = false) {
+    if (validation_source_) validate(epoch);
+    const bool epoch_complete = !final || step_ % steps_per_epoch_ == 0;
+    if (epoch_complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
+      save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
+    }
+  }
+
+  void validate(int64_t epoch) {
+    data::LoaderOptions options;
+    options.batch_size = settings_.batch_per_rank;
+    options.threads = std::max(1, settings_.threads);
+    options.shuffle = false;
+    options.rank = identity_.rank;
+    options.ranks = identity_.size;
+    options.epochs = 1;
+    data::BatchLoader loader(validation_source_, options);
+    std::vector<float> logits(static_cast<size_t>(settings_.batch_per_rank) * classes_);
+    double counts[3] = {0, 0, 0};  // images, top-1 hits, top-5 hits
+    data::Batch batch;
+    const int64_t dataset = validation_source_->size();
+    while (next_batch(loader, batch)) {
+      model_->infer(batch.images.data(), batch.size, logits.data());
+      for (int i = 0; i < batch.size; ++i) {
+        // Samples that pad the last ranks' shards repeat earlier ones: count every image once.
+        const int64_t global_position = identity_.rank + identity_.size * (batch.position.index + i);
+        if (global_position >= dataset) continue;
+        const float* row = logits.data() + static_cast<int64_t>(i) * classes_;
+        const float truth = row[batch.labels[static_cast<size_t>(i)]];
+        int better = 0;
+        for (int c = 0; c < classes_; ++c) better += row[c] > truth ? 1 : 0;
+        counts[0] += 1;
+        counts[1] += better == 0 ? 1 : 0;
+        counts[2] += better < 5 ? 1 : 0;
+      }
+    }
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_DOUBLE, MPI_SUM, comm_));
+    if (identity_.rank == 0) {
+      write_line(1, fmt::format("epoch={} validation_top1={:.4f} validation_top5={:.4f} validation_images={}", epoch,
+                                counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
+                                static_cast<int64_t>(counts[0])));
+    }
+  }
+
+  void save_checkpoint(const data::DataPosition& next, const std::string& why) {
+    if (identity_.rank == 0) {
+      model_io::CheckpointState state;
+      state.step = step_;
+      state.epoch = next.epoch;
+      state.step_in_epoch = next.index / settings_.batch_per_rank;
+      state.world_size = identity_.size;
+      state.rng_state = fmt::format("seed={} (all randomness derives from the seed and the data position)", settings_.seed);
+      state.identity = checkpoint_identity();
+      state.version = TRAIN_VERSION;
+      ExportedTensors model = export_model_state(*model_);
+      ExportedTensors momentum;
+      for (int p = 0; p < model_->parameter_tensors(); ++p) {
+        const auto& parameter = model_->parameters()[static_cast<size_t>(p)];
+        const auto& spec = model_->spec().tensors[static_cast<size_t>(parameter.spec_index)];
+        std::vector<float> values(momentum_.begin() + static_cast<int64_t>(parameter.offset),
+                                  momentum_.begin() + static_cast<int64_t>(parameter.offset) + parameter.count);
+        if (spec.role == TensorRole::conv_weight) values = convert_conv_layout(values, spec.shape, true);
+        momentum.add(spec.name, spec.shape, std::move(values));
+      }
+      model_io::write_checkpoint(settings_.checkpoint_dir, state, model.views(), momentum.views());
+      log_info("checkpoint written at step {} ({}): {}", step_, why,
+               model_io::checkpoint_path(settings_.checkpoint_dir).string());
+    }
+    MPI_CHECK(MPI_Barrier(comm_));
+  }
+
+  void write_model() {
+    if (identity_.rank == 0) {
+      model_io::ModelDescription description;
+      description.num_layers = settings_.depth;
+      description.num_classes = classes_;
+      description.classes = class_names_.size() == static_cast<size_t>(classes_) ? class_names_ : std::vector<std::string>{};
+      description.input_shape = {3, settings_.height, settings_.width};
+      description.version = TRAIN_VERSION;
+      ExportedTensors tensors = export_model_state(*model_);
+      model_io::write_model_files(settings_.model_dir, tensors.views(), description);
+      log_info("model written to {} after {} steps", settings_.model_dir.string(), step_);
+    }
+    MPI_CHECK(MPI_Barrier(comm_));
+  }
+
+  std::string signal_description() const {
+    int signal_number = stop_signal();
+    return signal_number == 0 ? std::string("another rank's signal") : fmt::format("signal {}", signal_number);
+  }
+
+  const JobDescription& job_;
+  RankIdentity identity_;
+  MPI_Comm comm_;
+  TrainingSettings settings_;
+  std::chrono::seconds step_timeout_{900}, data_timeout_{600};
+  std::shared_ptr<data::SampleSource> train_source_, validation_source_;
+  std::vector<std::string> class_names_;
+  int classes_ = 0;
+  std::unique_ptr<CpuResNet<float>> model_;
+  std::vector<float> momentum_;
+  std::vector<ops::SgdTensor<float>> sgd_tensors_;
+  data::DataPosition resume_position_;
+  int64_t step_ = 0, steps_at_start_ = 0, steps_per_epoch_ = 1, total_steps_ = 0;
+  LearningRateSchedule schedule_;
+  clock::time_point last_log_, start_;
+  double interval_loss_ = 0, interval_images_ = 0, interval_correct_ = 0;
+  int64_t interval_steps_ = 0;
+};
+
+}  // namespace
+
+int run_cpu_training(const JobDescription& job, const RankIdentity& identity, MPI_Comm comm) {
+  CpuTrainer trainer(job, identity, comm);
+  return trainer.run();
+}
+
+}  // namespace train

@@ -1,0 +1,119 @@
+// The training data pipeline's front: batches of a rank's shard, decoded and augmented on a small pool
+// of threads up to `prefetch_batches` batches ahead of the caller.
+//
+//   auto source = std::make_shared<ImageFolderSource>(scan_image_folder(dir), ImageFolderOptions{...});
+//   BatchLoader loader(source, LoaderOptions{.batch_size = 64, .seed = seed, .rank = r, .ranks = R});
+//   Batch batch;
+//   while (loader.next(batch, std::chrono::seconds(1)) != BatchLoader::Status::end) { ... }
+//
+// Order: each epoch's samples are this rank's DistributedSampler shard (sampler.h), cut into batches in
+// order; epochs follow one another without a gap. Determinism: a batch's contents depend only on the
+// source, the options and its position (never on the number of threads or their timing), so the same
+// seed gives bit-identical batches, and a loader started at a position another one reached returns the
+// same batches from there on (checkpoint Batch::next, resume with LoaderOptions::start).
+// Threads: the pool decodes the samples of the oldest unfinished batches first; the queue holds at most
+// prefetch_batches batches; every wait is bounded (next) or interruptible (stop); the destructor stops
+// and joins every thread. Errors: a sample that fails (unreadable or undecodable file) makes next()
+// throw DataError with the file's path and the reason when its batch comes up, and every later next()
+// throws the same error.
+#pragma once
+
+#include "runtime/data/sample_source.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace train::data {
+
+// A place in the stream of batches: `index` samples of this rank's shard of `epoch` are behind it.
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  friend bool operator==(const DataPosition&, const DataPosition&) = default;
+};
+
+struct LoaderOptions {
+  int batch_size = 32;        // images per batch on this rank
+  int threads = 4;            // decoding threads
+  int prefetch_batches = 2;   // batches decoded ahead (the queue's bound)
+  bool shuffle = true;        // a seeded permutation per epoch; false: the dataset's order
+  uint64_t seed = 0;          // all randomness derives from it
+  int rank = 0;               // this rank among the ranks sharing the data
+  int ranks = 1;
+  bool drop_last = false;     // drop an epoch's final partial batch (the same on every rank)
+  int64_t epochs = 0;         // end after epoch `epochs - 1`; 0: never end
+  DataPosition start;         // where to start (a checkpoint's Batch::next)
+};
+
+struct Batch {
+  DataPosition position;          // where this batch starts
+  DataPosition next;              // where the batch after it starts: what a checkpoint stores
+  int size = 0;                   // images (batch_size, or fewer for an epoch's last batch)
+  int height = 0;
+  int width = 0;
+  std::vector<float> images;      // size x height x width x 3 (NHWC), normalised
+  std::vector<int32_t> labels;    // size
+  std::vector<int64_t> samples;   // size: the dataset index of every image
+};
+
+class BatchLoader {
+ public:
+  enum class Status { batch, end, timed_out, stopped };
+
+  BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
+  ~BatchLoader();  // stops and joins the threads
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Waits at most `timeout` for the next batch. Status::batch: `batch` holds it (its old buffers are
+  // recycled by the loader, so pass the same Batch every time to avoid allocations). end: the last
+  // epoch is done. timed_out: not ready yet, call again. stopped: stop() was called. Throws DataError
+  // when a sample of the batch failed.
+  Status next(Batch& batch, std::chrono::milliseconds timeout);
+
+  // Asks the threads to finish the sample in hand and exit, and wakes a waiting next(). Thread-safe.
+  void stop();
+
+  DataPosition position() const;     // where the batch that next() returns next starts
+  int64_t shard_size() const { return shard_size_; }  // samples per epoch on this rank: ceil(n / ranks)
+  int64_t batches_per_epoch() const;
+  const SampleSource& source() const { return *source_; }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  void work();
+  bool plan_next(Batch& batch);  // fills position, next and size of the next batch; false at the end
+  std::shared_ptr<const std::vector<int64_t>> shard_for(int64_t epoch);
+  DataPosition normalise(DataPosition position) const;
+
+  std::shared_ptr<const SampleSource> source_;
+  LoaderOptions options_;
+  int64_t shard_size_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable workers_wake_;
+  std::condition_variable consumer_wake_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  int64_t planned_ = 0;    // batches planned so far (sequence numbers 0..planned_-1)
+  int64_t consumed_ = 0;   // batches handed to the caller
+  bool plan_done_ = false;
+  DataPosition plan_position_;   // where the next planned batch starts
+  DataPosition consumer_position_;
+  bool stop_ = false;
+  std::exception_ptr failure_;
+
+  std::mutex shard_mutex_;  // never taken while holding mutex_'s work
+  int64_t shard_epoch_ = -1;
+  std::shared_ptr<const std::vector<int64_t>> shard_;
+
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace train::data

@@ -1,0 +1,118 @@
+// From a decoded image to the network's input: the geometry of `augmentation_type` (which source pixels
+// map to which output pixels, and whether to flip), resampling, and normalisation.
+//
+// Geometry, as torchvision:
+//   none: Resize(shorter side = input size) then CenterCrop(input size); an image already of the input
+//         size passes unchanged. For a non-square input the image is resized to just cover it.
+//   crop: RandomResizedCrop(input size, scale=(0.08, 1), ratio=(3/4, 4/3)) with torchvision's algorithm
+//         (10 attempts, then the centre-crop fallback), then RandomHorizontalFlip(p=0.5).
+//   The random numbers come from our Rng keyed by (seed, epoch, sample index), not from torch's
+//   generator, so the boxes are torchvision's distribution, not torchvision's draws.
+// Resampling is PIL's bilinear filter with antialiasing (the triangle filter widened by the downscale
+// factor, separable, horizontal pass then vertical, PIL's support and pixel-centre conventions), which is
+// what torchvision applies to PIL images; a crop is resampled from the crop alone, as torchvision crops
+// first, so no pixel outside the box contributes. We compute in float32 and round once at the end where
+// PIL uses fixed point and rounds after each pass: results may differ from PIL's by one level.
+// Normalisation: x = (p / 255 - mean[c]) / std[c] in float32, ImageNet's mean and standard deviation.
+#pragma once
+
+#include "runtime/data/random.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace train::data {
+
+enum class Augmentation { none, crop };
+
+// "none" or "crop"; throws std::invalid_argument naming the valid values otherwise.
+Augmentation parse_augmentation(std::string_view name);
+const char* augmentation_name(Augmentation augmentation);
+
+inline constexpr float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};
+inline constexpr float kImageNetStd[3] = {0.229f, 0.224f, 0.225f};
+
+// The normalised value of an 8-bit sample of channel c (0 R, 1 G, 2 B).
+float normalised_value(int channel, uint8_t value);
+
+struct CropBox {
+  int top = 0;
+  int left = 0;
+  int height = 0;
+  int width = 0;
+};
+
+// torchvision's RandomResizedCrop.get_params(scale=(0.08, 1), ratio=(3/4, 4/3)).
+CropBox random_resized_crop_box(int image_height, int image_width, Rng& rng);
+
+// One axis of a resampling: output pixels [out_first, out_first + out_count) of a resize of the source
+// interval [in0, in1) to out_size pixels, reading only source pixels [lo, hi).
+struct AxisPlan {
+  double in0 = 0;
+  double in1 = 0;
+  int out_size = 0;
+  int out_first = 0;
+  int out_count = 0;
+  int lo = 0;
+  int hi = 0;
+
+  // Each output pixel is exactly one source pixel (no resampling along this axis).
+  bool identity() const;
+  // The same plan for the source scaled by eighths/8 (a JPEG decoded with DCT scaling) whose size along
+  // this axis becomes scaled_extent.
+  AxisPlan scaled(int eighths, int scaled_extent) const;
+};
+
+struct SampleGeometry {
+  AxisPlan x;
+  AxisPlan y;
+  bool flip = false;
+};
+
+// The geometry of one sample. `rng` is used by crop only.
+SampleGeometry plan_geometry(int image_height, int image_width, int out_height, int out_width,
+                             Augmentation augmentation, Rng& rng);
+
+// The filter coefficients of one axis.
+struct AxisFilter {
+  int taps = 0;                 // coefficients stored per output pixel
+  std::vector<int> first;       // per output pixel: the first source pixel read
+  std::vector<int> count;       // per output pixel: how many source pixels are read (non-zero weights)
+  std::vector<float> weights;   // per output pixel: `taps` weights, the first `count` used; they sum to 1
+  int need_lo = 0;              // the source pixels read by any output: [need_lo, need_hi)
+  int need_hi = 0;
+  bool identity = false;        // out pixel i is source pixel need_lo + i
+};
+void compute_filter(const AxisPlan& plan, AxisFilter& filter);
+
+// A window onto RGB8 source pixels: pixel (x, y) of the plan's coordinates lies at
+// data + (y - origin_y) * stride + (x - origin_x) * 3.
+struct RgbWindow {
+  const uint8_t* data = nullptr;
+  size_t stride = 0;
+  int origin_x = 0;
+  int origin_y = 0;
+};
+
+struct ResampleScratch {
+  std::vector<float> pixels;  // one source row as RGBx floats
+  std::vector<float> rows;    // the horizontal pass's output, RGBx floats
+  std::vector<float> sums;    // the vertical pass's accumulators
+};
+
+// Resamples and normalises: writes fy.first.size() rows of fx.first.size() pixels as normalised
+// float32 RGB (HWC), mirrored left-right when flip. The filter runs in float32 (horizontal pass, then
+// vertical); each result is rounded to an integer in 0-255 (as PIL's 8-bit output) and then normalised,
+// so out == normalised_value(c, rounded sample) exactly.
+void resample_normalise(const RgbWindow& source, const AxisFilter& fx, const AxisFilter& fy, bool flip,
+                        ResampleScratch& scratch, float* out);
+
+// The same resampling with the rounded 8-bit RGB result (fy.first.size() rows of fx.first.size() pixels).
+void resample_rgb(const RgbWindow& source, const AxisFilter& fx, const AxisFilter& fy, ResampleScratch& scratch,
+                  uint8_t* out);
+
+// Writes width x height RGB8 pixels as normalised float32 HWC (mirrored left-right when flip).
+void normalise_rgb(const uint8_t* rgb, int width, int height, bool flip, float* out);
+
+}  // namespace train::data

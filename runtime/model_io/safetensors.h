@@ -1,0 +1,62 @@
+// The safetensors format (https://github.com/huggingface/safetensors), written and read without the
+// library:
+//
+//   8 bytes   N, the header length, unsigned little-endian
+//   N bytes   a UTF-8 JSON object: {"NAME": {"dtype": "F32", "shape": [64, 3, 7, 7],
+//             "data_offsets": [BEGIN, END]}, ..., "__metadata__": {"key": "value", ...}},
+//             padded with spaces so that the data starts at a multiple of 8 bytes
+//   the data  every tensor's bytes, little-endian, row-major; offsets are relative to the data's start
+//
+// The writer stores the tensors contiguously in the order given. The reader takes files from users (the
+// `model` channel), so it trusts nothing: the header length must fit the file, the JSON must be valid
+// and free of duplicate names, every dtype must be known, every tensor's bytes must be exactly its shape's,
+// and the tensors' byte ranges must lie inside the data, not overlap, and cover it without gaps. Each
+// problem is a SafetensorsError whose message names the file, the tensor and what is wrong.
+#pragma once
+
+#include "tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace train::model_io {
+
+using Metadata = std::map<std::string, std::string>;
+
+class SafetensorsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The largest header we accept (the reference implementation's limit too).
+constexpr uint64_t safetensors_header_limit = 100'000'000;
+
+struct SafetensorsFile {
+  std::vector<Tensor> tensors;  // in the order of their data in the file (the order written)
+  Metadata metadata;            // the header's "__metadata__", empty when it has none
+
+  const Tensor* find(std::string_view name) const;  // nullptr when absent
+};
+
+// The whole file as bytes. Throws SafetensorsError (naming `source`) for invalid tensors: an empty or
+// duplicate name, the name "__metadata__", a negative dimension, or no data for a non-empty tensor.
+std::string encode_safetensors(const std::vector<TensorView>& tensors, const Metadata& metadata = {},
+                               std::string_view source = "safetensors");
+
+// Writes the file atomically (see entrypoint/atomic_file.h): `path` holds either its old content or the
+// complete new file. Streams the tensors' bytes from the caller's buffers, without a copy of the file.
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
+                       const Metadata& metadata = {});
+
+// Reads and validates a whole file. Throws SafetensorsError for any fault in the file (see above) and
+// for I/O errors, naming `path`.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// The same from bytes in memory (tests, fuzzing); `source` names them in messages.
+SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view source);
+
+}  // namespace train::model_io

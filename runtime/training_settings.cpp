@@ -1,0 +1,87 @@
+#include "training_settings.h"
+
+#include "../entrypoint/config_error.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace train {
+
+TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
+  const auto& hp = job.hyperparameters;
+  TrainingSettings settings;
+  settings.depth = static_cast<int>(hp.integer("num_layers"));
+  const auto& shape = hp.integers("image_shape");
+  settings.height = static_cast<int>(shape[1]);
+  settings.width = static_cast<int>(shape[2]);
+  if (auto classes = hp.optional_integer("num_classes")) settings.num_classes = static_cast<int>(*classes);
+  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm.
+  settings.batch_per_rank = static_cast<int>(hp.integer("mini_batch_size") / job.ranks_per_host);
+  settings.global_batch = int64_t{settings.batch_per_rank} * identity.size;
+  if (settings.batch_per_rank < 2) {
+    throw ConfigError(fmt::format("hyperparameter `mini_batch_size` gives each of the {} ranks per host {} image; "
+                                  "batch norm needs at least 2 per rank, so use at least {}",
+                                  job.ranks_per_host, settings.batch_per_rank, 2 * job.ranks_per_host));
+  }
+  settings.epochs = hp.integer("epochs");
+  settings.max_steps = hp.integer("max_steps");
+  settings.learning_rate = hp.real("learning_rate");
+  settings.lr_scheduler = hp.text("lr_scheduler");
+  settings.lr_step_epochs = hp.integers("lr_scheduler_step");
+  settings.lr_step_factor = hp.real("lr_scheduler_factor");
+  settings.warmup_epochs = hp.real("warmup_epochs");
+  settings.optimizer = hp.text("optimizer");
+  settings.momentum = hp.real("momentum");
+  settings.weight_decay = hp.real("weight_decay");
+  settings.label_smoothing = hp.real("label_smoothing");
+  settings.augmentation = hp.text("augmentation_type");
+  if (settings.augmentation == "crop_color") {
+    throw ConfigError("hyperparameter `augmentation_type` is \"crop_color\", which this build of train does not "
+                      "implement yet; use \"crop\" or \"none\"");
+  }
+  settings.shuffle = hp.boolean("shuffle");
+  settings.seed = static_cast<uint64_t>(hp.integer("seed"));
+  settings.checkpoint_frequency = hp.integer("checkpoint_frequency");
+  settings.bucket_bytes = static_cast<size_t>(hp.real("fusion_threshold_mb") * 1024.0 * 1024.0);
+  if (hp.has("data_format")) settings.data_format = hp.text("data_format");
+
+  const Channel* train_channel = job.input.find("train");
+  if (train_channel == nullptr) train_channel = job.input.find("training");
+  if (train_channel != nullptr) {
+    if (train_channel->mode == InputMode::pipe) {
+      throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, which this build of train does not read yet; use "
+                                    "File or FastFile",
+                                    train_channel->name));
+    }
+    settings.train_dir = job.paths.channel(train_channel->name);
+  } else if (settings.data_format != "synthetic") {
+    throw ConfigError("the job has no training data: expected a channel named \"train\" (or \"training\") in "
+                      "inputdataconfig.json, or hyperparameter data_format=synthetic for a benchmark");
+  }
+  if (const Channel* validation = job.input.find("validation")) {
+    settings.validation_dir = job.paths.channel(validation->name);
+  }
+  if (job.input.find("model") != nullptr) settings.weights_dir = job.paths.channel("model");
+  const bool sharded = train_channel != nullptr && train_channel->distribution == S3Distribution::sharded_by_s3_key;
+  settings.data_rank = sharded ? identity.local_rank : identity.rank;
+  settings.data_ranks = sharded ? identity.local_size : identity.size;
+  settings.model_dir = job.paths.model();
+  settings.checkpoint_dir = job.paths.checkpoints();
+  settings.threads = threads_per_rank(job, identity);
+  return settings;
+}
+
+LearningRateSchedule make_schedule(const TrainingSettings& settings, int64_t steps_per_epoch, int64_t total_steps) {
+  LearningRateSchedule schedule;
+  schedule.peak = scaled_peak_learning_rate(settings.learning_rate, settings.global_batch);
+  schedule.decay = settings.lr_scheduler;
+  schedule.steps_per_epoch = steps_per_epoch;
+  schedule.total_steps = total_steps;
+  schedule.warmup_steps = static_cast<int64_t>(std::llround(settings.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  schedule.step_epochs = settings.lr_step_epochs;
+  schedule.step_factor = settings.lr_step_factor;
+  return schedule;
+}
+
+}  // namespace train

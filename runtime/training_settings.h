@@ -1,0 +1,54 @@
+// What the training loop needs, derived once from the job description and this rank's place in it:
+// model, input, batch, schedule, optimizer, data sharing, checkpoints. Every derived number is here, so
+// the loop only trains.
+#pragma once
+
+#include "../entrypoint/job_description.h"
+#include "../entrypoint/rank_environment.h"
+#include "learning_rate.h"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace train {
+
+struct TrainingSettings {
+  int depth = 50;
+  int height = 224, width = 224;
+  std::optional<int> num_classes;  // from the hyperparameter; else from the data
+  int batch_per_rank = 32;
+  int64_t global_batch = 256;
+  int64_t epochs = 30;
+  int64_t max_steps = 0;           // 0: no limit
+  double learning_rate = 0.1;      // as given (for a global batch of 256)
+  std::string lr_scheduler = "cosine";
+  std::vector<int64_t> lr_step_epochs;
+  double lr_step_factor = 0.1;
+  double warmup_epochs = 0;
+  std::string optimizer = "sgd";
+  double momentum = 0.9, weight_decay = 1e-4, label_smoothing = 0;
+  std::string augmentation = "crop";
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int64_t checkpoint_frequency = 1;
+  size_t bucket_bytes = 25u << 20;
+  std::string data_format = "auto";
+
+  // Data: the training channel's directory, the validation channel's (if any), the weights channel's.
+  std::filesystem::path train_dir;
+  std::optional<std::filesystem::path> validation_dir;
+  std::optional<std::filesystem::path> weights_dir;
+  // Ranks sharing one copy of the data: all ranks (FullyReplicated) or this host's (ShardedByS3Key).
+  int data_rank = 0, data_ranks = 1;
+  std::filesystem::path model_dir, checkpoint_dir;
+  int threads = 1;  // compute threads of this rank
+};
+
+// Throws ConfigError for what the job asks but this build cannot do (with what to do instead).
+TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
+
+// The learning-rate schedule once the data's size is known.
+LearningRateSchedule make_schedule(const TrainingSettings& settings, int64_t steps_per_epoch, int64_t total_steps);
+
+}  // namespace train

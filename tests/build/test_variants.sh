@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Both build variants exist and are what they claim: build/train has the CUDA backend when a CUDA
+# toolkit is installed, build-cpu/train never has it, and neither loads libstdc++, libgcc_s, fmt or the
+# CUDA runtime dynamically. The CPU-only binary also runs a real 2-rank job.
+set -euo pipefail
+main_binary="$1"
+cpu_binary="$2"
+failures=0
+passes=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; passes=$((passes + 1)); }
+
+[ -x "$main_binary" ] || { echo "FAIL: $main_binary is missing: run scripts/setup.sh"; exit 1; }
+[ -x "$cpu_binary" ] || { echo "FAIL: $cpu_binary is missing: scripts/setup.sh builds it"; exit 1; }
+
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if "$main_binary" --version | grep -q "CUDA backend: built in"; then pass "build/train has the CUDA backend"
+  else fail "a CUDA toolkit is installed but build/train says: $("$main_binary" --version)"; fi
+else
+  echo "note: no CUDA toolkit on this machine; build/train is CPU-only too"
+fi
+if "$cpu_binary" --version | grep -q "CUDA backend: not built"; then pass "build-cpu/train is CPU-only"
+else fail "build-cpu/train says: $("$cpu_binary" --version)"; fi
+
+for binary in "$main_binary" "$cpu_binary"; do
+  libraries=$(ldd "$binary")
+  for unwanted in libstdc++ libgcc_s libfmt libcudart libcuda.so libnccl libcublas libcudnn; do
+    if grep -q "$unwanted" <<<"$libraries"; then fail "$binary loads $unwanted dynamically"; fi
+  done
+  pass "$binary links libstdc++, libgcc, fmt and the CUDA runtime statically"
+done
+if ldd "$cpu_binary" | grep -qi cuda; then fail "build-cpu/train loads a CUDA library"; fi
+
+job=$(mktemp -d)
+trap 'rm -rf "$job"' EXIT
+mkdir -p "$job/input/config"
+echo '{"current_host": "algo-1", "hosts": ["algo-1"]}' > "$job/input/config/resourceconfig.json"
+echo '{"processes_per_host": "2"}' > "$job/input/config/hyperparameters.json"
+if output=$(SAGEMAKER_BASE_DIR="$job" timeout 120 "$cpu_binary" 2>&1); then
+  if [ -f "$job/output/success" ] && grep -q "allreduce check passed: 2 ranks" <<<"$output"; then
+    pass "build-cpu/train ran a 2-rank job"
+  else
+    fail "build-cpu/train exited 0 without a success file or allreduce line: $output"
+  fi
+else
+  fail "build-cpu/train failed a 2-rank job: $output"
+fi
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,86 @@
+// model_check: one training step of train's CPU ResNet on given weights and a given batch, writing
+// everything a comparison with PyTorch needs. Used by test_model_vs_torch.py.
+//
+//   model_check DEPTH CLASSES PRECISION WEIGHTS.safetensors BATCH.safetensors OUT.safetensors LABEL_SMOOTHING
+//
+// PRECISION is float (what training uses) or double (the same code in fp64, for an exact comparison).
+// BATCH holds "images" F32 [N,H,W,3] (NHWC) and "labels" I64 [N]. OUT gets "loss" [1], "grad.<name>" for
+// every parameter, "state.<name>" for every parameter and buffer after the step (BN running statistics
+// updated), and "eval_logits" [N,CLASSES] from inference mode after the step.
+#include "runtime/cpu_resnet.h"
+#include "runtime/model_state.h"
+#include "runtime/model_io/safetensors.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <iostream>
+
+using namespace train;
+
+namespace {
+
+template <typename T>
+int run(int depth, int classes, const model_io::SafetensorsFile& weights, const model_io::SafetensorsFile& batch,
+        const char* out_path, T smoothing) {
+  const model_io::Tensor* images = batch.find("images");
+  const model_io::Tensor* labels = batch.find("labels");
+  if (images == nullptr || labels == nullptr || images->shape.size() != 4) {
+    throw std::runtime_error("BATCH needs images [N,H,W,3] and labels [N]");
+  }
+  const int n = static_cast<int>(images->shape[0]);
+  std::vector<float> as_float = images->to_float();
+  std::vector<T> pixels(as_float.begin(), as_float.end());
+  std::vector<int32_t> targets;
+  for (int64_t label : labels->to_int64()) targets.push_back(static_cast<int32_t>(label));
+
+  CpuResNet<T> model(build_resnet_spec(depth, classes), n, static_cast<int>(images->shape[1]),
+                     static_cast<int>(images->shape[2]), size_t{25} << 20);
+  model.initialize(1);
+  import_model_state(model, weights.tensors);
+  int reported = 0;
+  auto result = model.train_step(pixels.data(), targets.data(), n, smoothing, T(1), [&](int) { ++reported; }, [] {});
+  if (reported != model.parameter_tensors()) {
+    throw std::runtime_error(fmt::format("backward reported {} gradients for {} parameters", reported,
+                                         model.parameter_tensors()));
+  }
+  std::vector<T> eval_logits(static_cast<size_t>(n) * classes);
+  model.infer(pixels.data(), n, eval_logits.data());
+
+  ExportedTensors out = export_gradients(model, "grad.");
+  ExportedTensors state = export_model_state(model);
+  std::vector<model_io::TensorView> views = out.views();
+  for (auto view : state.views()) {
+    view.name = "state." + view.name;
+    views.push_back(view);
+  }
+  out.add("loss", {1}, std::vector<T>{static_cast<T>(result.loss)});
+  out.add("eval_logits", {n, classes}, eval_logits);
+  views.push_back(out.views()[out.views().size() - 2]);
+  views.push_back(out.views().back());
+  model_io::write_safetensors(out_path, views);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 8) {
+    std::cerr << "usage: model_check DEPTH CLASSES float|double WEIGHTS BATCH OUT LABEL_SMOOTHING\n";
+    return 64;
+  }
+  try {
+    const int depth = std::atoi(argv[1]);
+    const int classes = std::atoi(argv[2]);
+    const std::string precision = argv[3];
+    auto weights = model_io::read_safetensors(argv[4]);
+    auto batch = model_io::read_safetensors(argv[5]);
+    const double smoothing = std::strtod(argv[7], nullptr);
+    if (precision == "double") return run<double>(depth, classes, weights, batch, argv[6], smoothing);
+    if (precision == "float") return run<float>(depth, classes, weights, batch, argv[6], static_cast<float>(smoothing));
+    throw std::runtime_error("PRECISION must be float or double, got " + precision);
+  } catch (const std::exception& error) {
+    std::cerr << "model_check: " << error.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,161 @@
+"""train's CPU ResNet against torchvision, the specification of the model.
+
+The same weights (through safetensors) and the same batch go into both. Compared after one
+training-mode step: the loss, the gradient of every parameter (161 tensors for ResNet-50), the updated BN
+running statistics and counters, and inference-mode logits after the step.
+
+PyTorch runs in float64, the exact answer for these weights. train's model runs twice:
+- in double (the very same model code, instantiated for fp64): everything must agree to 1e-9
+  (relative L2 error per tensor, ||train - torch|| / ||torch||);
+- in float, as it trains: loss 1e-5, BN running statistics 1e-4, inference logits 1e-4, classifier
+  gradients 1e-4. Deeper gradients are compared in double only: in fp32 a ReLU input or a max-pool
+  candidate within rounding of its neighbour flips now and then, and one flip moves a whole gradient
+  path (PyTorch's own fp32 differs from its fp64 by up to 1e-2 on these shapes for that reason).
+
+Run: /usr/bin/python3 test_model_vs_torch.py --model-check PATH
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision
+
+MODEL_CHECK = None
+TOLERANCE = {
+    "double": {"loss": 1e-9, "gradient": 1e-9, "running": 1e-9, "logits": 1e-9},
+    "float": {"loss": 1e-5, "gradient": 1e-4, "running": 1e-4, "logits": 1e-4},
+}
+
+
+def write_safetensors(path, tensors):
+    """Minimal safetensors writer: header JSON padded to 8 bytes, then the raw little-endian data."""
+    header, blobs, offset = {}, [], 0
+    for name, array in tensors.items():
+        array = np.array(array, order="C")  # (np.ascontiguousarray would turn a scalar into shape [1])
+        dtype = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}[array.dtype]
+        data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + length])
+    data = raw[8 + length:]
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}[entry["dtype"]]
+        begin, end = entry["data_offsets"]
+        tensors[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
+    return tensors
+
+
+def relative_error(ours, reference):
+    ours = np.asarray(ours, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    scale = np.linalg.norm(reference)
+    return np.linalg.norm(ours - reference) / (scale if scale > 0 else 1.0)
+
+
+class ModelAgainstTorchvision(unittest.TestCase):
+    def compare(self, depth, size, batch, classes, smoothing, precision):
+        tolerance = TOLERANCE[precision]
+        torch.manual_seed(depth)
+        model = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
+        with torch.no_grad():
+            for module in model.modules():
+                if isinstance(module, torch.nn.BatchNorm2d):
+                    # Away from the defaults, so that a swapped weight and bias or mean and variance shows.
+                    module.weight.uniform_(0.5, 1.5)
+                    module.bias.uniform_(-0.2, 0.2)
+                    module.running_mean.uniform_(-0.1, 0.1)
+                    module.running_var.uniform_(0.5, 1.5)
+                    module.num_batches_tracked.fill_(7)
+        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+        images = torch.randn(batch, 3, size, size, dtype=torch.float32)
+        labels = torch.randint(0, classes, (batch,), dtype=torch.int64)
+
+        with tempfile.TemporaryDirectory() as work:
+            weights_path = os.path.join(work, "weights.safetensors")
+            batch_path = os.path.join(work, "batch.safetensors")
+            out_path = os.path.join(work, "out.safetensors")
+            write_safetensors(weights_path, state)
+            write_safetensors(batch_path, {"images": images.permute(0, 2, 3, 1).contiguous().numpy(),
+                                           "labels": labels.numpy()})
+            subprocess.run([MODEL_CHECK, str(depth), str(classes), precision, weights_path, batch_path, out_path,
+                            repr(smoothing)], check=True, timeout=600)
+            ours = read_safetensors(out_path)
+
+        model = model.double()
+        model.train()
+        logits = model(images.double())
+        loss = F.cross_entropy(logits, labels, label_smoothing=smoothing)
+        loss.backward()
+
+        errors = {"loss": relative_error(ours["loss"][0], loss.item())}
+        self.assertLess(errors["loss"], tolerance["loss"], f"resnet{depth} loss {ours['loss'][0]} vs {loss.item()}")
+        worst = (0.0, "")
+        parameters = dict(model.named_parameters())
+        self.assertEqual(len(parameters), sum(1 for k in ours if k.startswith("grad.")))
+        for name, parameter in parameters.items():
+            if precision == "float" and not name.startswith("fc."):
+                continue
+            error = relative_error(ours["grad." + name], parameter.grad.numpy())
+            worst = max(worst, (error, name))
+            self.assertLess(error, tolerance["gradient"], f"resnet{depth} {precision} gradient of {name}")
+        for name, buffer in model.named_buffers():
+            if name.endswith("num_batches_tracked"):
+                self.assertEqual(int(ours["state." + name]), int(buffer), name)
+            else:
+                error = relative_error(ours["state." + name], buffer.numpy())
+                self.assertLess(error, tolerance["running"], f"resnet{depth} {precision} {name}")
+        model.eval()
+        with torch.no_grad():
+            reference_logits = model(images.double()).numpy()
+        logit_error = relative_error(ours["eval_logits"], reference_logits)
+        self.assertLess(logit_error, tolerance["logits"], f"resnet{depth} {precision} inference logits")
+        print(f"\nresnet{depth} {precision} {size}x{size} batch {batch}: loss error {errors['loss']:.2e}, worst gradient "
+              f"error {worst[0]:.2e} ({worst[1]}) over {len(parameters)} tensors, inference logits error "
+              f"{logit_error:.2e}", flush=True)
+
+    def test_resnet50_double(self):
+        self.compare(depth=50, size=64, batch=4, classes=10, smoothing=0.1, precision="double")
+
+    def test_resnet50_float(self):
+        self.compare(depth=50, size=64, batch=4, classes=10, smoothing=0.1, precision="float")
+
+    def test_resnet18_double(self):
+        self.compare(depth=18, size=64, batch=6, classes=7, smoothing=0.0, precision="double")
+
+    def test_resnet18_float(self):
+        self.compare(depth=18, size=64, batch=6, classes=7, smoothing=0.0, precision="float")
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    if "--model-check" not in arguments:
+        sys.exit("usage: test_model_vs_torch.py --model-check PATH")
+    at = arguments.index("--model-check")
+    MODEL_CHECK = arguments[at + 1]
+    del arguments[at:at + 2]
+    torch.set_num_threads(2)
+    unittest.main(argv=[sys.argv[0]] + arguments, verbosity=2)

@@ -1,0 +1,318 @@
+// load_job_description over a real directory: the files SageMaker writes, the host's GPUs and CPUs, and
+// every problem reported at once.
+#include "entrypoint/job_description.h"
+#include "entrypoint/json_file.h"
+#include "job_files_fixture.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace train;
+using train::testing::config_error_message;
+using train::testing::TempJobDir;
+
+namespace {
+
+const HostResources cpu_host{.gpus = 0, .cpus = 8, .gpu_note = "built without CUDA"};
+const HostResources gpu_host{.gpus = 8, .cpus = 96};
+const HostResources one_gpu_host{.gpus = 1, .cpus = 12};
+
+const char* two_hosts = R"({"current_host": "algo-2", "hosts": ["algo-2", "algo-1"], "network_interface_name": "eth1"})";
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += (text.empty() ? "" : "\n") + line;
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("job description: nothing at all is a local run with defaults", "[job_description]") {
+  TempJobDir dir;
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+  CHECK(job.cluster.platform == JobPlatform::local);
+  CHECK(job.cluster.hosts == std::vector<std::string>{local_host_name()});
+  CHECK(job.cluster.is_master());
+  CHECK_FALSE(job.resource_config.has_value());
+  CHECK(job.device == "cpu");
+  CHECK(job.precision == "float32");
+  CHECK(job.ranks_per_host == 1);
+  CHECK(job.world_size() == 1);
+  CHECK(job.input.channels.empty());
+  CHECK(job.hyperparameters.integer("epochs") == 30);
+  CHECK(job.warnings.empty());
+  CHECK(job.resources.cpus == 8);
+}
+
+TEST_CASE("job description: a two-host SageMaker job on GPU hosts", "[job_description]") {
+  TempJobDir dir;
+  dir.write_config("resourceconfig.json", two_hosts);
+  dir.write_config("hyperparameters.json", R"({"epochs": "2", "sagemaker_program": "\"train.py\""})");
+  dir.write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "File"}})");
+  dir.make_channel_dir("train");
+
+  auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+  CHECK(job.cluster.platform == JobPlatform::sagemaker);
+  CHECK(job.cluster.hosts == std::vector<std::string>{"algo-1", "algo-2"});
+  CHECK(job.cluster.current_host == "algo-2");
+  CHECK(job.cluster.master_host == "algo-1");
+  CHECK(job.cluster.network_interface == "eth1");
+  REQUIRE(job.resource_config.has_value());
+  CHECK(job.device == "cuda");
+  CHECK(job.precision == "bfloat16");
+  CHECK(job.ranks_per_host == 8);  // one per GPU
+  CHECK(job.world_size() == 16);
+  CHECK(job.hyperparameters.integer("epochs") == 2);
+  REQUIRE(job.input.channels.size() == 1);
+  CHECK(job.warnings.empty());
+
+  auto effective = describe_effective_configuration(job);
+  CHECK(effective.at("platform") == "SageMaker");
+  CHECK(effective.at("hosts") == nlohmann::json::array({"algo-1", "algo-2"}));
+  CHECK(effective.at("master_host") == "algo-1");
+  CHECK(effective.at("is_master") == false);
+  CHECK(effective.at("network_interface") == "eth1");
+  CHECK(effective.at("device") == "cuda");
+  CHECK(effective.at("gpus_on_this_host") == 8);
+  CHECK(effective.at("ranks_per_host") == 8);
+  CHECK(effective.at("world_size") == 16);
+  CHECK(effective.at("base_dir") == dir.root().string());
+  CHECK(effective.at("hyperparameters").at("precision_dtype") == "bfloat16");
+  CHECK(effective.at("hyperparameters").at("epochs") == 2);
+  CHECK(effective.at("channels") ==
+        nlohmann::json::array({{{"name", "train"},
+                                {"mode", "File"},
+                                {"distribution", "FullyReplicated"},
+                                {"record_wrapper", "None"},
+                                {"path", (dir.root() / "input/data/train").string()}}}));
+  CHECK(effective.at("warnings") == nlohmann::json::array());
+}
+
+TEST_CASE("job description: device and ranks follow the host", "[job_description]") {
+  TempJobDir dir;
+  SECTION("auto on a CPU host: one rank, float32") {
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+    CHECK(job.device == "cpu");
+    CHECK(job.ranks_per_host == 1);
+    CHECK(job.precision == "float32");
+  }
+  SECTION("processes_per_host on a CPU host") {
+    dir.write_config("hyperparameters.json", R"({"processes_per_host": "4"})");
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+    CHECK(job.device == "cpu");
+    CHECK(job.ranks_per_host == 4);
+  }
+  SECTION("the SageMaker alias sets the ranks on a GPU host") {
+    dir.write_config("hyperparameters.json", R"({"sagemaker_mpi_num_of_processes_per_host": "4"})");
+    auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+    CHECK(job.device == "cuda");
+    CHECK(job.ranks_per_host == 4);
+  }
+  SECTION("device=cpu on a GPU host") {
+    dir.write_config("hyperparameters.json", R"({"device": "cpu"})");
+    auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+    CHECK(job.device == "cpu");
+    CHECK(job.ranks_per_host == 1);
+    CHECK(job.precision == "float32");
+  }
+  SECTION("float32 asked for on a GPU host") {
+    dir.write_config("hyperparameters.json", R"({"precision_dtype": "float32"})");
+    auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+    CHECK(job.device == "cuda");
+    CHECK(job.precision == "float32");
+  }
+  SECTION("device=cuda on a GPU host") {
+    dir.write_config("hyperparameters.json", R"({"device": "cuda"})");
+    auto job = load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host);
+    CHECK(job.device == "cuda");
+    CHECK(job.ranks_per_host == 1);
+  }
+}
+
+TEST_CASE("job description: device=cuda without a GPU", "[job_description]") {
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json", R"({"device": "cuda"})");
+  const std::string message =
+      "hyperparameter `device` is \"cuda\" but this host has no usable GPU (built without CUDA); use device=auto or "
+      "device=cpu, or run on a GPU instance";
+  SECTION("is an error on the host that runs the job") {
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
+          message);
+  }
+  SECTION("is a warning when validating offline") {
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline);
+    CHECK(job.warnings == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
+  }
+  SECTION("with bfloat16 it is still the one warning offline") {
+    dir.write_config("hyperparameters.json", R"({"device": "cuda", "precision_dtype": "bfloat16"})");
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline);
+    CHECK(job.warnings == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
+  }
+}
+
+TEST_CASE("job description: ranks that do not fit the host or the batch", "[job_description]") {
+  TempJobDir dir;
+  SECTION("mini_batch_size not divisible by the GPUs") {
+    dir.write_config("hyperparameters.json", R"({"mini_batch_size": "100"})");
+    const std::string message =
+        "hyperparameter `mini_batch_size` is 100 but it is split evenly over the 8 ranks of each host; use a multiple "
+        "of 8";
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host); }) ==
+          message);
+    // Not a matter of the host: an error offline too.
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::offline); }) ==
+          message);
+  }
+  SECTION("mini_batch_size not divisible by processes_per_host") {
+    dir.write_config("hyperparameters.json", R"({"mini_batch_size": "10", "processes_per_host": "4"})");
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
+          "hyperparameter `mini_batch_size` is 10 but it is split evenly over the 4 ranks of each host; use a "
+          "multiple of 4");
+  }
+  SECTION("more processes than GPUs") {
+    dir.write_config("hyperparameters.json", R"({"processes_per_host": "16"})");
+    const std::string message =
+        "hyperparameter `processes_per_host` is 16 but this host has 8 GPUs; each rank needs its own GPU, so use at "
+        "most 8";
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host); }) ==
+          message);
+    auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::offline);
+    CHECK(job.warnings == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
+  }
+  SECTION("two processes on one GPU") {
+    dir.write_config("hyperparameters.json", R"({"processes_per_host": "2"})");
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host); }) ==
+          "hyperparameter `processes_per_host` is 2 but this host has 1 GPU; each rank needs its own GPU, so use at "
+          "most 1");
+  }
+}
+
+TEST_CASE("job description: bfloat16 on the CPU", "[job_description]") {
+  TempJobDir dir;
+  const std::string message =
+      "hyperparameter `precision_dtype` is \"bfloat16\" but training runs on the CPU, which trains in float32; remove "
+      "precision_dtype or set it to float32";
+  SECTION("device=auto on a CPU host: an error here, a warning offline") {
+    dir.write_config("hyperparameters.json", R"({"precision_dtype": "bfloat16"})");
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
+          message);
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline);
+    CHECK(job.warnings == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
+    // On a GPU host the same file is fine.
+    CHECK(load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host).precision == "bfloat16");
+  }
+  SECTION("device=cpu: wrong on every host, so an error offline too") {
+    dir.write_config("hyperparameters.json", R"({"precision_dtype": "bfloat16", "device": "cpu"})");
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host); }) ==
+          message);
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::offline); }) ==
+          message);
+  }
+}
+
+TEST_CASE("job description: every problem is reported at once, one per line", "[job_description]") {
+  TempJobDir dir;
+  const auto paths = dir.paths();
+  dir.write_config("resourceconfig.json", R"({"current_host": "algo-3", "hosts": ["algo-1", "algo-2"]})");
+  dir.write_config("hyperparameters.json", R"({"epochs": "many", "optimizer": "adamw", "mini_batch_size": "7"})");
+  dir.write_config("inputdataconfig.json", R"({"../train": {"TrainingInputMode": "File"}})");
+  const EnvironmentMap environment = {{"TRAIN_NETWORK_INTERFACE", "eth0/1"}};
+  CHECK(config_error_message([&] { load_job_description(paths, environment, gpu_host, CheckMode::this_host); }) ==
+        joined({
+            paths.resource_config().string() +
+                ": \"current_host\" \"algo-3\" is not one of \"hosts\" [\"algo-1\",\"algo-2\"]; it must be listed "
+                "there",
+            "environment variable TRAIN_NETWORK_INTERFACE: expected an interface name such as \"eth0\", got "
+            "\"eth0/1\"",
+            paths.hyperparameters().string() + ": hyperparameter `epochs`: expected a positive integer, got \"many\"",
+            paths.hyperparameters().string() +
+                ": hyperparameter `optimizer`: expected one of sgd, nag or lars, got \"adamw\"",
+            paths.input_data_config().string() +
+                ": channel name \"../train\" is not allowed: use 1-64 letters, digits, '.', '-' or '_' (it becomes a "
+                "directory under input/data)",
+        }));
+
+  SECTION("with valid hyperparameters the host checks join in") {
+    dir.write_config("hyperparameters.json", R"({"mini_batch_size": "7"})");
+    CHECK(config_error_message([&] { load_job_description(paths, environment, gpu_host, CheckMode::this_host); }) ==
+          joined({
+              paths.resource_config().string() +
+                  ": \"current_host\" \"algo-3\" is not one of \"hosts\" [\"algo-1\",\"algo-2\"]; it must be listed "
+                  "there",
+              "environment variable TRAIN_NETWORK_INTERFACE: expected an interface name such as \"eth0\", got "
+              "\"eth0/1\"",
+              paths.input_data_config().string() +
+                  ": channel name \"../train\" is not allowed: use 1-64 letters, digits, '.', '-' or '_' (it becomes "
+                  "a directory under input/data)",
+              "hyperparameter `mini_batch_size` is 7 but it is split evenly over the 8 ranks of each host; use a "
+              "multiple of 8",
+          }));
+  }
+}
+
+TEST_CASE("job description: broken files", "[job_description]") {
+  TempJobDir dir;
+  const auto paths = dir.paths();
+  SECTION("an empty resourceconfig.json") {
+    dir.write_config("resourceconfig.json", "");
+    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+          paths.resource_config().string() +
+              ": not valid JSON (parse error at line 1, column 1: syntax error while parsing value - unexpected end of "
+              "input; expected '[', '{', or a literal); fix the file so that it is one UTF-8 JSON object");
+  }
+  SECTION("a resourceconfig.json too large to be one") {
+    dir.write_config("resourceconfig.json", std::string(max_config_file_bytes + 1, ' '));
+    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+          paths.resource_config().string() + ": larger than 4194304 bytes; this is not a job description file");
+  }
+  SECTION("hyperparameters.json with a byte that is not UTF-8") {
+    dir.write_config("hyperparameters.json", "{\"optimizer\": \"n\xe4g\"}");
+    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+          paths.hyperparameters().string() +
+              ": not valid JSON (parse error at line 1, column 18: syntax error while parsing value - invalid string: "
+              "ill-formed UTF-8 byte; last read: '\"n\\xE4g'); fix the file so that it is one UTF-8 JSON object");
+  }
+  SECTION("a directory where a file should be") {
+    std::filesystem::create_directories(paths.input_data_config());
+    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+          paths.input_data_config().string() + ": read failed (Is a directory)");
+  }
+}
+
+TEST_CASE("job description: AWS Batch when there is no resourceconfig.json", "[job_description]") {
+  TempJobDir dir;
+  EnvironmentMap environment = {{"AWS_BATCH_JOB_NUM_NODES", "2"},
+                                {"AWS_BATCH_JOB_NODE_INDEX", "1"},
+                                {"AWS_BATCH_JOB_MAIN_NODE_INDEX", "0"},
+                                {"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "10.1.2.3"},
+                                {"TRAIN_NETWORK_INTERFACE", "ens5"}};
+  auto job = load_job_description(dir.paths(), environment, gpu_host, CheckMode::this_host);
+  CHECK(job.cluster.platform == JobPlatform::aws_batch);
+  CHECK(job.cluster.hosts == std::vector<std::string>{"node-0", "node-1"});
+  CHECK(job.cluster.current_host == "node-1");
+  CHECK_FALSE(job.cluster.is_master());
+  CHECK(job.cluster.network_interface == "ens5");
+  CHECK(job.world_size() == 16);
+
+  environment.erase("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
+  CHECK(config_error_message([&] { load_job_description(dir.paths(), environment, gpu_host, CheckMode::this_host); }) ==
+        "environment variable AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS: expected the main node's IPv4 address (AWS "
+        "Batch sets it on child nodes), got nothing");
+
+  // A resourceconfig.json wins over Batch variables.
+  dir.write_config("resourceconfig.json", R"({"current_host": "algo-1", "hosts": ["algo-1"]})");
+  CHECK(load_job_description(dir.paths(), environment, gpu_host, CheckMode::this_host).cluster.platform ==
+        JobPlatform::sagemaker);
+}
+
+TEST_CASE("job description: channels without their directory are warnings", "[job_description]") {
+  TempJobDir dir;
+  dir.write_config("inputdataconfig.json", R"({"train": {}, "validation": {"TrainingInputMode": "FastFile"},
+                                              "stream": {"TrainingInputMode": "Pipe"}})");
+  dir.make_channel_dir("train");
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+  CHECK(job.warnings == std::vector<std::string>{"channel \"validation\" (FastFile mode) has no directory " +
+                                                 (dir.root() / "input/data/validation").string() + " yet"});
+}

@@ -1,0 +1,176 @@
+// Which rank failed, and how, from what mpirun (Open MPI 4.1) prints and from rank-exec's own report line.
+// The message texts are copied from real mpirun 4.1.4 runs on this machine.
+#include "entrypoint/mpirun_outcome.h"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+using namespace train;
+
+namespace {
+
+MpirunMessages observe_all(const std::vector<std::string>& lines) {
+  MpirunMessages messages;
+  for (const auto& line : lines) messages.observe(line);
+  return messages;
+}
+
+const std::string rule = "--------------------------------------------------------------------------";
+
+// Wait statuses as waitpid() reports them.
+int exited(int code) { return code << 8; }
+int killed(int sig) { return sig; }
+
+}  // namespace
+
+TEST_CASE("mpirun outcome: a rank killed by a signal", "[mpirun]") {
+  auto messages = observe_all({
+      rule,
+      "Primary job  terminated normally, but 1 process returned",
+      "a non-zero exit code. Per user-direction, the job has been aborted.",
+      rule,
+      rule,
+      "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
+      rule,
+  });
+  auto failure = messages.first_failure();
+  REQUIRE(failure);
+  CHECK(failure->rank == 1);
+  CHECK(failure->signal == 9);
+  CHECK_FALSE(failure->exit_code);
+  CHECK(failure->node == "vm");
+  CHECK(failure->code() == 137);
+}
+
+TEST_CASE("mpirun outcome: a rank that exited with a code (the Process name / Exit code block)", "[mpirun]") {
+  auto messages = observe_all({
+      rule,
+      "Primary job  terminated normally, but 1 process returned",
+      "a non-zero exit code. Per user-direction, the job has been aborted.",
+      rule,
+      rule,
+      "mpirun detected that one or more processes exited with non-zero status, thus causing",
+      "the job to be terminated. The first process to do so was:",
+      "",
+      "  Process name: [[26584,1],1]",
+      "  Exit code:    3",
+      rule,
+  });
+  auto failure = messages.first_failure();
+  REQUIRE(failure);
+  CHECK(failure->rank == 1);
+  CHECK(failure->exit_code == 3);
+  CHECK_FALSE(failure->signal);
+  CHECK(failure->node.empty());
+  CHECK(failure->code() == 3);
+}
+
+TEST_CASE("mpirun outcome: MPI_Abort names the rank and its error code", "[mpirun]") {
+  auto messages = observe_all({
+      rule,
+      "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD",
+      "with errorcode 70.",
+      "",
+      "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.",
+      "You may or may not see output from other processes, depending on",
+      "exactly when Open MPI kills them.",
+      rule,
+  });
+  auto failure = messages.first_failure();
+  REQUIRE(failure);
+  CHECK(failure->rank == 2);
+  CHECK(failure->exit_code == 70);
+  CHECK(failure->code() == 70);
+}
+
+TEST_CASE("mpirun outcome: only the first failure counts", "[mpirun]") {
+  auto messages = observe_all({
+      "mpirun noticed that process rank 3 with PID 0 on node algo-2 exited on signal 6 (Aborted).",
+      "mpirun noticed that process rank 0 with PID 0 on node algo-1 exited on signal 9 (Killed).",
+      "  Process name: [[1,1],2]",
+      "  Exit code:    4",
+  });
+  auto failure = messages.first_failure();
+  REQUIRE(failure);
+  CHECK(failure->rank == 3);
+  CHECK(failure->signal == 6);
+  CHECK(failure->node == "algo-2");
+}
+
+TEST_CASE("mpirun outcome: an Exit code line without a Process name before it is not a failure", "[mpirun]") {
+  auto messages = observe_all({"  Exit code:    3"});
+  CHECK_FALSE(messages.first_failure());
+}
+
+TEST_CASE("mpirun outcome: mpirun's own error lines are kept, without rules and blank lines", "[mpirun]") {
+  auto messages = observe_all({
+      rule,
+      "There are not enough slots available in the system to satisfy the 8",
+      "slots that were requested by the application:",
+      "",
+      "  /usr/local/bin/train",
+      rule,
+  });
+  CHECK_FALSE(messages.first_failure());
+  REQUIRE(messages.own_error_lines() ==
+          std::vector<std::string>{"There are not enough slots available in the system to satisfy the 8",
+                                   "slots that were requested by the application:", "  /usr/local/bin/train"});
+}
+
+TEST_CASE("rank end report: the line rank-exec writes parses back to the same failure", "[mpirun]") {
+  CHECK(rank_end_report(1, "python3", exited(3)) == "[train] rank 1: command `python3` exited with code 3");
+  CHECK(rank_end_report(2, "sh", killed(SIGKILL)) == "[train] rank 2: command `sh` was killed by signal 9 (SIGKILL)");
+
+  auto code = parse_rank_end_report(rank_end_report(1, "python3", exited(3)));
+  REQUIRE(code);
+  CHECK(code->rank == 1);
+  CHECK(code->exit_code == 3);
+  CHECK_FALSE(code->signal);
+  CHECK(code->code() == 3);
+
+  auto sig = parse_rank_end_report(rank_end_report(12, "my prog`name", killed(SIGSEGV)));
+  REQUIRE(sig);
+  CHECK(sig->rank == 12);
+  CHECK(sig->signal == SIGSEGV);
+  CHECK_FALSE(sig->exit_code);
+  CHECK(sig->code() == 128 + SIGSEGV);
+}
+
+TEST_CASE("rank end report: other lines are not reports", "[mpirun]") {
+  CHECK_FALSE(parse_rank_end_report(""));
+  CHECK_FALSE(parse_rank_end_report("Traceback (most recent call last):"));
+  CHECK_FALSE(parse_rank_end_report("[train] error: rank 1: cannot run nope: No such file or directory"));
+  CHECK_FALSE(parse_rank_end_report("x [train] rank 1: command `sh` exited with code 3"));
+  CHECK_FALSE(parse_rank_end_report("[train] rank 1: command `sh` exited with code 3 and more"));
+  CHECK_FALSE(parse_rank_end_report("[train] rank one: command `sh` exited with code 3"));
+}
+
+TEST_CASE("rank end report: the launcher takes the first rank's own report, and only from that rank", "[mpirun]") {
+  MpirunMessages messages;
+  // A rank cannot speak for another: the tag says who wrote the line.
+  CHECK_FALSE(messages.observe_rank_line(0, "[train] rank 3: command `sh` exited with code 9"));
+  CHECK_FALSE(messages.observe_rank_line(0, "plain error output"));
+  CHECK_FALSE(messages.first_failure());
+  CHECK(messages.observe_rank_line(1, "[train] rank 1: command `sh` exited with code 3"));
+  // Ranks that mpirun ended after the first failure report too; they do not replace it.
+  CHECK(messages.observe_rank_line(0, "[train] rank 0: command `sh` was killed by signal 15 (SIGTERM)"));
+  auto failure = messages.first_failure();
+  REQUIRE(failure);
+  CHECK(failure->rank == 1);
+  CHECK(failure->exit_code == 3);
+}
+
+TEST_CASE("rank end report: mpirun's own account of the first failure takes precedence", "[mpirun]") {
+  // rank-exec itself was killed (no report of its own); the ranks mpirun then ended reported SIGTERM.
+  MpirunMessages messages;
+  messages.observe_rank_line(0, "[train] rank 0: command `sh` was killed by signal 15 (SIGTERM)");
+  messages.observe("mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed).");
+  auto failure = messages.first_failure();
+  REQUIRE(failure);
+  CHECK(failure->rank == 2);
+  CHECK(failure->signal == 9);
+}

@@ -1,0 +1,254 @@
+// The SM_* variables: the SageMaker training toolkit's names and encodings, each host with its own values.
+#include "entrypoint/job_description.h"
+#include "entrypoint/sagemaker_environment.h"
+#include "job_files_fixture.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace train;
+using train::testing::TempJobDir;
+using Json = nlohmann::json;
+
+namespace {
+
+const HostResources gpu_host{.gpus = 8, .cpus = 96};
+const HostResources cpu_host{.gpus = 0, .cpus = 4, .gpu_note = "built without CUDA"};
+
+std::string resource_config_for(const std::string& current_host) {
+  return R"({"current_host": ")" + current_host + R"(", "current_instance_type": "ml.p4d.24xlarge",
+    "current_group_name": "homogeneousCluster", "hosts": ["algo-2", "algo-1"],
+    "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": "ml.p4d.24xlarge",
+                         "hosts": ["algo-2", "algo-1"]}],
+    "network_interface_name": "eth1", "topology": null})";
+}
+
+const char* hyperparameters_text = R"({
+  "epochs": "10", "optimizer": "sgd", "learning_rate": "0.1", "shuffle": "true", "lr_scheduler_step": "[30, 60]",
+  "custom_mpi_options": "\"-x NAME=café\"", "sagemaker_program": "\"train.py\"",
+  "sagemaker_distributed_dataparallel_enabled": "false"})";
+
+const char* input_data_config_text = R"({
+  "validation": {"TrainingInputMode": "File", "ContentType": "image/😀"},
+  "train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"},
+  "my-data": {"TrainingInputMode": "FastFile"}})";
+
+// One host's view of the same two-host job.
+struct HostJob {
+  TempJobDir dir;
+  JobDescription job;
+  EnvironmentMap variables;
+
+  explicit HostJob(const std::string& current_host) {
+    dir.write_config("resourceconfig.json", resource_config_for(current_host));
+    dir.write_config("hyperparameters.json", hyperparameters_text);
+    dir.write_config("inputdataconfig.json", input_data_config_text);
+    for (const char* channel : {"train", "validation", "my-data"}) dir.make_channel_dir(channel);
+    job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+    variables = sagemaker_variables(job);
+  }
+  std::string at(const std::string& name) const {
+    auto it = variables.find(name);
+    if (it == variables.end()) FAIL("no variable " << name);
+    return it == variables.end() ? std::string() : it->second;
+  }
+  std::string path(const std::string& relative) const { return (dir.root() / relative).string(); }
+};
+
+bool is_ascii(const std::string& text) {
+  for (unsigned char c : text) {
+    if (c >= 0x80) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("SM_*: values are encoded as the toolkit encodes them", "[sagemaker_environment]") {
+  CHECK(encode_environment_value(nullptr) == "");
+  CHECK(encode_environment_value("sgd") == "sgd");
+  CHECK(encode_environment_value("café") == "café");  // strings as they are, even non-ASCII
+  CHECK(encode_environment_value(10) == "10");
+  CHECK(encode_environment_value(0.1) == "0.1");
+  CHECK(encode_environment_value(true) == "true");
+  CHECK(encode_environment_value(Json::array({"algo-1", "algo-2"})) == R"(["algo-1","algo-2"])");
+  // Compact, keys sorted, non-ASCII escaped as json.dumps(ensure_ascii=True) does (surrogate pairs included).
+  CHECK(encode_environment_value(Json{{"b", 1}, {"a", Json::array({1, "é"})}}) == R"({"a":[1,"\u00e9"],"b":1})");
+  CHECK(encode_environment_value(Json::array({"😀", "\x7f"})) == R"(["\ud83d\ude00","\u007f"])");
+}
+
+TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagemaker_environment]") {
+  HostJob host("algo-2");
+
+  SECTION("the exact set of names") {
+    std::set<std::string> names;
+    for (const auto& [name, value] : host.variables) names.insert(name);
+    CHECK(names == std::set<std::string>{
+                       "SM_CHANNELS", "SM_CHANNEL_MY-DATA", "SM_CHANNEL_TRAIN", "SM_CHANNEL_VALIDATION",
+                       "SM_CURRENT_HOST", "SM_CURRENT_INSTANCE_GROUP", "SM_CURRENT_INSTANCE_GROUP_HOSTS",
+                       "SM_CURRENT_INSTANCE_TYPE", "SM_DISTRIBUTION_INSTANCE_GROUPS", "SM_FRAMEWORK_MODULE",
+                       "SM_FRAMEWORK_PARAMS", "SM_HOSTS", "SM_HPS", "SM_HP_CUSTOM_MPI_OPTIONS", "SM_HP_EPOCHS",
+                       "SM_HP_LEARNING_RATE", "SM_HP_LR_SCHEDULER_STEP", "SM_HP_OPTIMIZER", "SM_HP_SHUFFLE",
+                       "SM_INPUT_CONFIG_DIR", "SM_INPUT_DATA_CONFIG", "SM_INPUT_DIR", "SM_INSTANCE_GROUPS",
+                       "SM_INSTANCE_GROUPS_DICT", "SM_IS_HETERO", "SM_LOG_LEVEL", "SM_MODEL_DIR", "SM_MODULE_DIR",
+                       "SM_MODULE_NAME", "SM_NETWORK_INTERFACE_NAME", "SM_NUM_CPUS", "SM_NUM_GPUS",
+                       "SM_OUTPUT_DATA_DIR", "SM_OUTPUT_DIR", "SM_OUTPUT_INTERMEDIATE_DIR", "SM_RESOURCE_CONFIG",
+                       "SM_TRAINING_ENV", "SM_USER_ARGS", "SM_USER_ENTRY_POINT"});
+  }
+  SECTION("hosts, resources and paths") {
+    CHECK(host.at("SM_HOSTS") == R"(["algo-1","algo-2"])");
+    CHECK(host.at("SM_CURRENT_HOST") == "algo-2");
+    CHECK(host.at("SM_NUM_GPUS") == "8");
+    CHECK(host.at("SM_NUM_CPUS") == "96");
+    CHECK(host.at("SM_NETWORK_INTERFACE_NAME") == "eth1");
+    CHECK(host.at("SM_MODEL_DIR") == host.path("model"));
+    CHECK(host.at("SM_OUTPUT_DATA_DIR") == host.path("output/data"));
+    CHECK(host.at("SM_OUTPUT_DIR") == host.path("output"));
+    CHECK(host.at("SM_OUTPUT_INTERMEDIATE_DIR") == host.path("output/intermediate"));
+    CHECK(host.at("SM_INPUT_DIR") == host.path("input"));
+    CHECK(host.at("SM_INPUT_CONFIG_DIR") == host.path("input/config"));
+    CHECK(host.at("SM_MODULE_DIR") == host.path("code"));
+    CHECK(host.at("SM_LOG_LEVEL") == "20");
+    CHECK(host.at("SM_USER_ENTRY_POINT") == "");
+    CHECK(host.at("SM_FRAMEWORK_MODULE") == "");
+    CHECK(host.at("SM_MODULE_NAME") == "None");
+  }
+  SECTION("instance groups") {
+    CHECK(host.at("SM_CURRENT_INSTANCE_TYPE") == "ml.p4d.24xlarge");
+    CHECK(host.at("SM_CURRENT_INSTANCE_GROUP") == "homogeneousCluster");
+    CHECK(host.at("SM_CURRENT_INSTANCE_GROUP_HOSTS") == R"(["algo-2","algo-1"])");
+    CHECK(host.at("SM_INSTANCE_GROUPS") == R"(["homogeneousCluster"])");
+    CHECK(host.at("SM_DISTRIBUTION_INSTANCE_GROUPS") == R"(["homogeneousCluster"])");
+    CHECK(host.at("SM_IS_HETERO") == "false");
+    CHECK(host.at("SM_INSTANCE_GROUPS_DICT") ==
+          R"({"homogeneousCluster":{"hosts":["algo-2","algo-1"],"instance_group_name":"homogeneousCluster",)"
+          R"("instance_type":"ml.p4d.24xlarge"}})");
+  }
+  SECTION("channels") {
+    CHECK(host.at("SM_CHANNELS") == R"(["my-data","train","validation"])");
+    CHECK(host.at("SM_CHANNEL_TRAIN") == host.path("input/data/train"));
+    CHECK(host.at("SM_CHANNEL_VALIDATION") == host.path("input/data/validation"));
+    CHECK(host.at("SM_CHANNEL_MY-DATA") == host.path("input/data/my-data"));  // hyphen kept
+    CHECK(host.at("SM_INPUT_DATA_CONFIG") ==
+          R"({"my-data":{"TrainingInputMode":"FastFile"},)"
+          R"("train":{"S3DistributionType":"ShardedByS3Key","TrainingInputMode":"File"},)"
+          R"("validation":{"ContentType":"image/\ud83d\ude00","TrainingInputMode":"File"}})");
+  }
+  SECTION("hyperparameters") {
+    CHECK(host.at("SM_HPS") ==
+          R"({"custom_mpi_options":"-x NAME=caf\u00e9","epochs":10,"learning_rate":0.1,"lr_scheduler_step":[30,60],)"
+          R"("optimizer":"sgd","shuffle":true})");
+    CHECK(host.at("SM_HP_EPOCHS") == "10");
+    CHECK(host.at("SM_HP_OPTIMIZER") == "sgd");
+    CHECK(host.at("SM_HP_LEARNING_RATE") == "0.1");
+    CHECK(host.at("SM_HP_SHUFFLE") == "true");
+    CHECK(host.at("SM_HP_LR_SCHEDULER_STEP") == "[30,60]");
+    CHECK(host.at("SM_HP_CUSTOM_MPI_OPTIONS") == "-x NAME=café");  // a string stays raw
+    CHECK(host.variables.count("SM_HP_SAGEMAKER_PROGRAM") == 0);
+    // sagemaker_program is the toolkit's own; the other sagemaker_* keys are framework parameters.
+    CHECK(host.at("SM_FRAMEWORK_PARAMS") == R"({"sagemaker_distributed_dataparallel_enabled":false})");
+    // The toolkit's to_cmd_args: sorted keys, Python's str() of each value.
+    CHECK(host.at("SM_USER_ARGS") ==
+          R"(["--custom_mpi_options","-x NAME=caf\u00e9","--epochs","10","--learning_rate","0.1",)"
+          R"("--lr_scheduler_step","[30, 60]","--optimizer","sgd","--shuffle","True"])");
+  }
+  SECTION("the resource config as written") {
+    CHECK(host.at("SM_RESOURCE_CONFIG") ==
+          R"({"current_group_name":"homogeneousCluster","current_host":"algo-2",)"
+          R"("current_instance_type":"ml.p4d.24xlarge","hosts":["algo-2","algo-1"],)"
+          R"("instance_groups":[{"hosts":["algo-2","algo-1"],"instance_group_name":"homogeneousCluster",)"
+          R"("instance_type":"ml.p4d.24xlarge"}],"network_interface_name":"eth1","topology":null})");
+  }
+  SECTION("SM_TRAINING_ENV is the whole environment as ASCII JSON") {
+    const std::string text = host.at("SM_TRAINING_ENV");
+    CHECK(is_ascii(text));
+    Json env = Json::parse(text);
+    CHECK(env.at("is_master") == false);
+    CHECK(env.at("master_hostname") == "algo-1");
+    CHECK(env.at("current_host") == "algo-2");
+    CHECK(env.at("hosts") == Json::array({"algo-1", "algo-2"}));
+    CHECK(env.at("distribution_hosts") == Json::array({"algo-1", "algo-2"}));
+    CHECK(env.at("network_interface_name") == "eth1");
+    CHECK(env.at("num_gpus") == 8);
+    CHECK(env.at("num_cpus") == 96);
+    CHECK(env.at("hyperparameters").at("epochs") == 10);
+    CHECK(env.at("hyperparameters").at("custom_mpi_options") == "-x NAME=café");
+    CHECK_FALSE(env.at("hyperparameters").contains("sagemaker_program"));
+    CHECK(env.at("additional_framework_parameters") == Json{{"sagemaker_distributed_dataparallel_enabled", false}});
+    CHECK(env.at("channel_input_dirs") == Json{{"my-data", host.path("input/data/my-data")},
+                                               {"train", host.path("input/data/train")},
+                                               {"validation", host.path("input/data/validation")}});
+    CHECK(env.at("model_dir") == host.path("model"));
+    CHECK(env.at("resource_config").at("current_host") == "algo-2");
+    CHECK(env.at("input_data_config").at("validation").at("ContentType") == "image/😀");
+  }
+  SECTION("every JSON-valued variable is ASCII") {
+    for (const auto& [name, value] : host.variables) {
+      if (name == "SM_HP_CUSTOM_MPI_OPTIONS") continue;  // a string value: raw, as the toolkit exports it
+      INFO(name << "=" << value);
+      CHECK(is_ascii(value));
+    }
+  }
+}
+
+TEST_CASE("SM_*: each host of a job sees its own host's values", "[sagemaker_environment]") {
+  HostJob first("algo-1");
+  HostJob second("algo-2");
+  CHECK(first.at("SM_CURRENT_HOST") == "algo-1");
+  CHECK(second.at("SM_CURRENT_HOST") == "algo-2");
+  CHECK(Json::parse(first.at("SM_TRAINING_ENV")).at("is_master") == true);
+  CHECK(Json::parse(second.at("SM_TRAINING_ENV")).at("is_master") == false);
+  CHECK(Json::parse(first.at("SM_TRAINING_ENV")).at("current_host") == "algo-1");
+  CHECK(Json::parse(second.at("SM_TRAINING_ENV")).at("current_host") == "algo-2");
+  CHECK(Json::parse(first.at("SM_RESOURCE_CONFIG")).at("current_host") == "algo-1");
+  CHECK(Json::parse(second.at("SM_RESOURCE_CONFIG")).at("current_host") == "algo-2");
+  // What does not depend on the host is the same on both.
+  for (const char* name : {"SM_HOSTS", "SM_HPS", "SM_CHANNELS", "SM_USER_ARGS", "SM_HP_EPOCHS", "SM_NUM_GPUS"}) {
+    INFO(name);
+    CHECK(first.at(name) == second.at(name));
+  }
+  CHECK(Json::parse(first.at("SM_TRAINING_ENV")).at("master_hostname") == "algo-1");
+  CHECK(Json::parse(second.at("SM_TRAINING_ENV")).at("master_hostname") == "algo-1");
+}
+
+TEST_CASE("SM_*: a local run with nothing configured", "[sagemaker_environment]") {
+  TempJobDir dir;
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+  job.cluster = cluster_for_local_host("workstation");
+  auto variables = sagemaker_variables(job);
+  CHECK(variables.at("SM_HOSTS") == R"(["workstation"])");
+  CHECK(variables.at("SM_CURRENT_HOST") == "workstation");
+  CHECK(variables.at("SM_NUM_GPUS") == "0");
+  CHECK(variables.at("SM_NUM_CPUS") == "4");
+  CHECK(variables.at("SM_CHANNELS") == "[]");
+  CHECK(variables.at("SM_HPS") == "{}");
+  CHECK(variables.at("SM_USER_ARGS") == "[]");
+  CHECK(variables.at("SM_FRAMEWORK_PARAMS") == "{}");
+  CHECK(variables.at("SM_INPUT_DATA_CONFIG") == "{}");
+  CHECK(variables.at("SM_RESOURCE_CONFIG") == R"({"current_host":"workstation","hosts":["workstation"]})");
+  CHECK(variables.at("SM_CURRENT_INSTANCE_TYPE") == "local");
+  CHECK(variables.at("SM_NETWORK_INTERFACE_NAME") == "eth0");
+  CHECK(Json::parse(variables.at("SM_TRAINING_ENV")).at("is_master") == true);
+  for (const auto& [name, value] : variables) {
+    CHECK(name.rfind("SM_HP_", 0) != 0);
+    CHECK(name.rfind("SM_CHANNEL_", 0) != 0);
+  }
+}
+
+TEST_CASE("SM_USER_ARGS writes values as Python's str() would", "[sagemaker_environment]") {
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json",
+                   R"({"image_shape": [3, 32, 32], "warmup_epochs": 2.5, "custom_mpi_options": "null",
+                       "augmentation_type": "\"none\"", "shuffle": "False"})");
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+  auto variables = sagemaker_variables(job);
+  CHECK(Json::parse(variables.at("SM_USER_ARGS")) ==
+        Json::array({"--augmentation_type", "none", "--custom_mpi_options", "", "--image_shape", "[3, 32, 32]",
+                     "--shuffle", "False", "--warmup_epochs", "2.5"}));
+  CHECK(variables.at("SM_HP_CUSTOM_MPI_OPTIONS") == "");  // None exports as ""
+  CHECK(variables.at("SM_HP_IMAGE_SHAPE") == "[3,32,32]");
+  CHECK(variables.at("SM_HP_SHUFFLE") == "False");  // "False" is not JSON: a string, raw
+}
