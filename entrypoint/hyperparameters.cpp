@@ -141,9 +141,12 @@ std::optional<std::vector<int64_t>> parse_integer_sequence(const nlohmann::json&
 std::optional<HyperparameterValue> convert(const HyperparameterSpec& spec, const nlohmann::json& decoded,
                                            const std::string& text) {
   using T = HyperparameterType;
+  // A number the SDK was given as a string ({"epochs": "10"} arrives as "\"10\"") decodes to the string "10":
+  // read it as the number it spells, as the user's argparse type=int would.
+  const nlohmann::json numeric = decoded.is_string() ? decode_hyperparameter_value(decoded) : decoded;
   switch (spec.type) {
     case T::integer: {
-      auto number = as_integer(decoded);
+      auto number = as_integer(numeric);
       if (!number || !within_bounds(spec, static_cast<double>(*number))) return std::nullopt;
       if (!spec.choices.empty() &&
           std::find(spec.choices.begin(), spec.choices.end(), std::to_string(*number)) == spec.choices.end()) {
@@ -152,8 +155,8 @@ std::optional<HyperparameterValue> convert(const HyperparameterSpec& spec, const
       return *number;
     }
     case T::real: {
-      if (!decoded.is_number()) return std::nullopt;
-      double number = decoded.get<double>();
+      if (!numeric.is_number()) return std::nullopt;
+      double number = numeric.get<double>();
       if (!std::isfinite(number) || !within_bounds(spec, number)) return std::nullopt;
       return number;
     }

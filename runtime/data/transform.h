@@ -13,7 +13,8 @@
 // what torchvision applies to PIL images; a crop is resampled from the crop alone, as torchvision crops
 // first, so no pixel outside the box contributes. We compute in float32 and round once at the end where
 // PIL uses fixed point and rounds after each pass: results may differ from PIL's by one level.
-// Normalisation: x = (p / 255 - mean[c]) / std[c] in float32, ImageNet's mean and standard deviation.
+// Normalisation: x = (p / 255 - mean[c]) / std[c], ImageNet's mean and standard deviation, computed in
+// float32 as p * (1 / (255 std[c])) - mean[c] / std[c] (within a few ulps of the step-by-step formula).
 #pragma once
 
 #include "runtime/data/random.h"
@@ -96,9 +97,13 @@ struct RgbWindow {
 };
 
 struct ResampleScratch {
-  std::vector<float> pixels;  // one source row as RGBx floats
-  std::vector<float> rows;    // the horizontal pass's output, RGBx floats
+  std::vector<float> pixels;  // one source row as floats
+  std::vector<float> rows;    // the horizontal pass's output
   std::vector<float> sums;    // the vertical pass's accumulators
+  std::vector<float> scale;   // normalisation constants for one output row
+  std::vector<float> bias;
+  std::vector<int> offsets;   // the horizontal pass's outputs in store order
+  std::vector<float> weights;
 };
 
 // Resamples and normalises: writes fy.first.size() rows of fx.first.size() pixels as normalised

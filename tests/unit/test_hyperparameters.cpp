@@ -66,8 +66,12 @@ TEST_CASE("hyperparameters: as the SDK JSON-encodes them", "[hyperparameters]") 
     "epochs": "10", "learning_rate": "0.05", "shuffle": "false", "optimizer": "\"nag\"",
     "lr_scheduler": "\"step\"", "lr_scheduler_step": "\"10,20\"", "image_shape": "\"3,160,160\"",
     "num_layers": "18", "warmup_epochs": "5", "custom_mpi_options": "\"-x NCCL_DEBUG=INFO\"",
-    "sagemaker_program": "\"train.py\"", "sagemaker_region": "\"us-west-2\""})");
+    "sagemaker_program": "\"train.py\"", "sagemaker_region": "\"us-west-2\"",
+    "mini_batch_size": "\"128\"", "momentum": "\"0.8\""})");
   CHECK(hp.integer("epochs") == 10);
+  // Numbers the user gave the SDK as strings ({"mini_batch_size": "128"}) arrive encoded twice.
+  CHECK(hp.integer("mini_batch_size") == 128);
+  CHECK(hp.real("momentum") == 0.8);
   CHECK(hp.real("learning_rate") == 0.05);
   CHECK(hp.boolean("shuffle") == false);
   CHECK(hp.text("optimizer") == "nag");
@@ -78,7 +82,7 @@ TEST_CASE("hyperparameters: as the SDK JSON-encodes them", "[hyperparameters]") 
   CHECK(hp.real("warmup_epochs") == 5.0);  // an integer is a fine real
   CHECK(hp.custom_mpi_options() == std::vector<std::string>{"-x", "NCCL_DEBUG=INFO"});
   CHECK(hp.given("epochs"));
-  CHECK_FALSE(hp.given("momentum"));
+  CHECK_FALSE(hp.given("weight_decay"));
   // decoded() holds what the toolkit would: every key, JSON-decoded, sagemaker_* included.
   CHECK(hp.decoded() == Json{{"epochs", 10},
                              {"learning_rate", 0.05},
@@ -91,7 +95,9 @@ TEST_CASE("hyperparameters: as the SDK JSON-encodes them", "[hyperparameters]") 
                              {"warmup_epochs", 5},
                              {"custom_mpi_options", "-x NCCL_DEBUG=INFO"},
                              {"sagemaker_program", "train.py"},
-                             {"sagemaker_region", "us-west-2"}});
+                             {"sagemaker_region", "us-west-2"},
+                             {"mini_batch_size", "128"},
+                             {"momentum", "0.8"}});
 }
 
 TEST_CASE("hyperparameters: as raw API callers send them", "[hyperparameters]") {
@@ -289,6 +295,10 @@ std::vector<MalformedCase> malformed_hyperparameters() {
        "hyperparameters.json: not valid JSON (parse error at line 1, column 6: syntax error while parsing object "
        "key - invalid string: ill-formed UTF-8 byte; last read: '\"epo\\xC0'; expected string literal); fix the file "
        "so that it is one UTF-8 JSON object"},
+      {"a long value with a bad byte at its end", "{\"optimizer\": \"" + std::string(5000, 'a') + "\xff\"}",
+       "hyperparameters.json: not valid JSON (parse error at line 1, column 5016: syntax error while parsing value - "
+       "invalid string: ill-formed UTF-8 byte; last read: '..." + std::string(39, 'a') + "\\xFF'); fix the file so "
+       "that it is one UTF-8 JSON object"},
       {"a key given twice", R"({"epochs": "10", "epochs": "20"})",
        "hyperparameters.json: key \"epochs\" appears more than once in one object; keep exactly one"},
       {"a list", R"(["epochs", "10"])",
@@ -314,6 +324,10 @@ std::vector<MalformedCase> malformed_hyperparameters() {
 
       // integer.
       {"epochs a word", R"({"epochs": "ten"})", "hyperparameter `epochs`: expected a positive integer, got \"ten\""},
+      {"epochs an SDK-encoded word", R"({"epochs": "\"ten\""})",
+       "hyperparameter `epochs`: expected a positive integer, got \"\\\"ten\\\"\""},
+      {"momentum an SDK-encoded list", R"({"momentum": "\"[0.9]\""})",
+       "hyperparameter `momentum`: expected a number in [0, 1), got \"\\\"[0.9]\\\"\""},
       {"epochs zero", R"({"epochs": "0"})", "hyperparameter `epochs`: expected a positive integer, got \"0\""},
       {"epochs negative", R"({"epochs": "-3"})", "hyperparameter `epochs`: expected a positive integer, got \"-3\""},
       {"epochs a fraction", R"({"epochs": "2.5"})",

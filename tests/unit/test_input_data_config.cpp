@@ -117,6 +117,8 @@ std::vector<MalformedCase> malformed_input_data_configs() {
        "that it is one UTF-8 JSON object"},
       {"a channel given twice", R"({"train": {}, "train": {"TrainingInputMode": "Pipe"}})",
        "inputdataconfig.json: key \"train\" appears more than once in one object; keep exactly one"},
+      {"a channel with a control character given twice", R"({"a\nb": {}, "a\nb": {}})",
+       "inputdataconfig.json: key \"a\\nb\" appears more than once in one object; keep exactly one"},
       {"a list", R"([{"train": {}}])",
        "inputdataconfig.json: expected a JSON object mapping channel names to their settings, got a list"},
       {"a number", "3", "inputdataconfig.json: expected a JSON object mapping channel names to their settings, got an "
