@@ -59,6 +59,8 @@ std::vector<HyperparameterSpec> build_schema() {
        .help = "write a checkpoint every this many epochs (0: only at the end); also on SIGTERM"},
       {.name = "fusion_threshold_mb", .type = T::real, .default_value = "25", .minimum = 0, .maximum = 4096,
        .minimum_exclusive = true, .help = "gradient bucket size in MiB for the fused allreduce"},
+      {.name = "data_format", .type = T::choice, .default_value = "auto", .choices = {"auto", "image_folder", "synthetic"},
+       .help = "`auto`: the training channel's format; `synthetic`: random images, no channel needed (benchmarks)"},
       {.name = "device", .type = T::choice, .default_value = "auto", .choices = {"auto", "cuda", "cpu"},
        .help = "`auto` uses the GPUs when there are any"},
       {.name = "processes_per_host", .type = T::integer, .default_note = "one per GPU; 1 on a CPU host",

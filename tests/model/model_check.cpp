@@ -4,6 +4,10 @@
 //   model_check DEPTH CLASSES PRECISION WEIGHTS.safetensors BATCH.safetensors OUT.safetensors LABEL_SMOOTHING
 //
 // PRECISION is float (what training uses) or double (the same code in fp64, for an exact comparison).
+//
+//   model_check infer DEPTH CLASSES WEIGHTS.safetensors BATCH.safetensors OUT.safetensors
+//
+// writes only "eval_logits": inference-mode logits of the float model with the given weights.
 // BATCH holds "images" F32 [N,H,W,3] (NHWC) and "labels" I64 [N]. OUT gets "loss" [1], "grad.<name>" for
 // every parameter, "state.<name>" for every parameter and buffer after the step (BN running statistics
 // updated), and "eval_logits" [N,CLASSES] from inference mode after the step.
@@ -64,7 +68,31 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
 
 }  // namespace
 
+int infer(int depth, int classes, const model_io::SafetensorsFile& weights, const model_io::SafetensorsFile& batch,
+          const char* out_path) {
+  const model_io::Tensor* images = batch.find("images");
+  if (images == nullptr || images->shape.size() != 4) throw std::runtime_error("BATCH needs images [N,H,W,3]");
+  const int n = static_cast<int>(images->shape[0]);
+  std::vector<float> pixels = images->to_float();
+  CpuResNet<float> model(build_resnet_spec(depth, classes), std::max(n, 2), static_cast<int>(images->shape[1]),
+                         static_cast<int>(images->shape[2]), size_t{25} << 20);
+  import_model_state(model, weights.tensors);
+  std::vector<float> logits(static_cast<size_t>(n) * classes);
+  model.infer(pixels.data(), n, logits.data());
+  model_io::write_safetensors(out_path, {{"eval_logits", model_io::Dtype::F32, {n, classes}, logits.data()}});
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 7 && std::string(argv[1]) == "infer") {
+    try {
+      return infer(std::atoi(argv[2]), std::atoi(argv[3]), model_io::read_safetensors(argv[4]),
+                   model_io::read_safetensors(argv[5]), argv[6]);
+    } catch (const std::exception& error) {
+      std::cerr << "model_check: " << error.what() << "\n";
+      return 1;
+    }
+  }
   if (argc != 8) {
     std::cerr << "usage: model_check DEPTH CLASSES float|double WEIGHTS BATCH OUT LABEL_SMOOTHING\n";
     return 64;

@@ -313,9 +313,9 @@ std::vector<MalformedCase> malformed_hyperparameters() {
       {"another algorithm's name", R"({"batch_size": "32"})",
        "hyperparameter `batch_size` is not known; did you mean `mini_batch_size`? (`train hyperparameters` lists "
        "them all)"},
-      {"SageMaker prefix in the wrong case", R"({"SageMaker_program": "train.py"})",
-       "hyperparameter `SageMaker_program` is not known; did you mean `image_shape`? (`train hyperparameters` lists "
-       "them all)"},
+      {"SageMaker prefix in the wrong case", R"({"SageMaker_mpi_custom_mpi_options": "-x A"})",
+       "hyperparameter `SageMaker_mpi_custom_mpi_options` is not known; did you mean `custom_mpi_options`? (`train "
+       "hyperparameters` lists them all)"},
       {"a control character in the name", R"({"ep\nochs": "10"})",
        "hyperparameter `ep\\nochs` is not known; did you mean `epochs`? (`train hyperparameters` lists them all)"},
       {"a huge name", R"({")" + std::string(300, 'x') + R"(": "1"})",
