@@ -23,7 +23,9 @@ if "$cpu_binary" --version | grep -q "CUDA backend: not built"; then pass "build
 else fail "build-cpu/train says: $("$cpu_binary" --version)"; fi
 
 for binary in "$main_binary" "$cpu_binary"; do
-  libraries=$(ldd "$binary")
+  # The binary's own dependencies (NEEDED), not ldd's closure: system libraries such as OpenBLAS bring
+  # libgcc_s with them, which is theirs, not ours.
+  libraries=$(readelf -d "$binary" | grep NEEDED)
   for unwanted in libstdc++ libgcc_s libfmt libcudart libcuda.so libnccl libcublas libcudnn; do
     if grep -q "$unwanted" <<<"$libraries"; then fail "$binary loads $unwanted dynamically"; fi
   done

@@ -1,0 +1,51 @@
+// step_bench: images/s of train's CPU training step (forward, loss, backward, SGD update) for one rank,
+// on random data. scripts/bench_cpu_step.py runs it next to PyTorch on the same shapes.
+//   step_bench DEPTH BATCH SIZE STEPS
+#include "kernels/ops.h"
+#include "runtime/cpu_resnet.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+
+using namespace train;
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    fmt::print(stderr, "usage: step_bench DEPTH BATCH SIZE STEPS\n");
+    return 64;
+  }
+  const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]), steps = std::atoi(argv[4]);
+  const int classes = 1000;
+  CpuResNet<float> model(build_resnet_spec(depth, classes), batch, size, size, size_t{25} << 20);
+  model.initialize(1);
+  std::vector<float> momentum(model.all_values().size(), 0.0f);
+  std::vector<ops::SgdTensor<float>> tensors;
+  for (int p = 0; p < model.parameter_tensors(); ++p) {
+    const auto& parameter = model.parameters()[static_cast<size_t>(p)];
+    tensors.push_back({model.parameter_data(p), model.gradient_data(p), momentum.data() + parameter.offset,
+                       parameter.count, model.spec().tensors[static_cast<size_t>(parameter.spec_index)].decays()});
+  }
+  std::mt19937 generator(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> images(static_cast<size_t>(batch) * size * size * 3);
+  for (auto& value : images) value = normal(generator);
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (auto& label : labels) label = static_cast<int32_t>(generator() % classes);
+  ops::SgdOptions options;
+  options.lr = 0.01;
+  options.weight_decay = 1e-4;
+  auto step = [&] {
+    model.train_step(images.data(), labels.data(), batch, 0.0f, 1.0f, [](int) {}, [] {});
+    ops::sgd_step<float>(tensors, options);
+  };
+  step();  // warm-up: buffers, workspaces
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("train resnet{} batch {} {}x{}: {:.2f} images/s ({:.3f} s/step)\n", depth, batch, size, size,
+             batch * steps / seconds, seconds / steps);
+  return 0;
+}
