@@ -216,7 +216,8 @@ void compute_filter(const AxisPlan& plan, AxisFilter& filter) {
 
 // The resampling functions are compiled twice, for AVX2 and for the baseline (SSE2), and the loader
 // picks one at run time (GCC's target_clones); the helpers are inlined into each.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// (Not under ThreadSanitizer, whose instrumented ifunc resolvers run before it is initialised.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TRAIN_TARGET_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TRAIN_TARGET_CLONES
