@@ -175,6 +175,29 @@ class Training(unittest.TestCase):
         print(f"\nmodel.safetensors loads strictly into torchvision.models.resnet18; logits agree to {error:.1e}",
               flush=True)
 
+    def test_resnet50_model_file_loads_into_torchvision_resnet50(self):
+        base = os.path.join(self.work.name, "resnet50")
+        make_job(base, dict(SYNTHETIC, num_layers=50, image_shape="3,64,64", processes_per_host=1, mini_batch_size=8,
+                            max_steps=1))
+        code, output = run_train(base)
+        self.assertEqual(code, 0, output)
+        path = os.path.join(base, "model", "model.safetensors")
+        tensors = read_safetensors(path)
+        model = torchvision.models.resnet50(num_classes=10)
+        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=True)
+        model.eval()
+        images = torch.randn(3, 3, 64, 64)
+        with torch.no_grad():
+            expected = model(images).numpy()
+        batch = os.path.join(self.work.name, "images50.safetensors")
+        out = os.path.join(self.work.name, "logits50.safetensors")
+        write_safetensors(batch, {"images": images.permute(0, 2, 3, 1).numpy()})
+        subprocess.run([MODEL_CHECK, "infer", "50", "10", path, batch, out], check=True, timeout=120)
+        error = np.linalg.norm(read_safetensors(out)["eval_logits"] - expected) / np.linalg.norm(expected)
+        self.assertLess(error, 1e-5, "train's inference and torchvision's resnet50 disagree")
+        print(f"\ntrain's ResNet-50 model.safetensors loads strictly into torchvision.models.resnet50; logits agree "
+              f"to {error:.1e}", flush=True)
+
     def test_model_channel_starts_from_weights(self):
         base = os.path.join(self.work.name, "finetune")
         weights = os.path.join(self.work.name, "weights")
