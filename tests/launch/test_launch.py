@@ -285,6 +285,12 @@ while :; do sleep 0.05; done
 
 class OneHostLaunch(LaunchTestCase):
     def test_success_with_train_rank_mode(self):
+        # train's own ranks, training the smallest job there is: one step of ResNet-18 on 16x16 synthetic
+        # images, two images per rank (batch norm needs two).
+        self.write_job(hyperparameters={
+            "processes_per_host": str(RANKS), "data_format": "synthetic", "num_classes": "10", "num_layers": "18",
+            "image_shape": "3,16,16", "mini_batch_size": str(2 * RANKS), "max_steps": "1", "epochs": "1",
+            "checkpoint_frequency": "0"})
         code = self.run_train([])
         self.assert_exit_code(code, 0)
         self.assertTrue(os.path.exists(self.output_path("success")), self.logs())
@@ -522,7 +528,7 @@ class OneHostLaunch(LaunchTestCase):
                     'while [ ! -e "$TEST_WORK/orphan.ready" ]; do sleep 0.02; done\n'
                     'exec mpirun "$@"\n')
         os.chmod(wrapper, 0o755)
-        code = self.run_train([], extra_env={"TRAIN_MPIRUN": wrapper}, pid1=pid1)
+        code = self.run_train(sh("true"), extra_env={"TRAIN_MPIRUN": wrapper}, pid1=pid1)
         self.assert_exit_code(code, 0)
         self.assertTrue(os.path.exists(os.path.join(self.work, "orphan.ready")), self.logs())
         self.assertTrue(os.path.exists(os.path.join(self.work, "orphan.term")),
@@ -530,6 +536,24 @@ class OneHostLaunch(LaunchTestCase):
         self.assertTrue(os.path.exists(self.output_path("success")))
         if pid1:
             self.assertRegex(self.stderr_text(), r"starting \(pid 1\)")
+        self.assert_nothing_left()
+
+    def test_orphans_that_ignore_sigterm_are_killed(self):
+        # mpirun leaves a process that ignores SIGTERM, and that process has started another one in a
+        # session of its own (ignoring SIGTERM too): the second is re-parented to train only when the
+        # first has been killed, and must be killed in turn.
+        wrapper = os.path.join(self.work, "mpirun-wrapper")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "setsid sh -c 'trap \"\" TERM; setsid sleep 1000 & touch \"$TEST_WORK/stubborn.ready\"; wait' "
+                    "</dev/null >/dev/null 2>&1 &\n"
+                    'while [ ! -e "$TEST_WORK/stubborn.ready" ]; do sleep 0.02; done\n'
+                    'exec mpirun "$@"\n')
+        os.chmod(wrapper, 0o755)
+        code = self.run_train(sh("true"), extra_env={"TRAIN_MPIRUN": wrapper})
+        self.assert_exit_code(code, 0)
+        self.assertTrue(os.path.exists(os.path.join(self.work, "stubborn.ready")), self.logs())
+        self.assertTrue(os.path.exists(self.output_path("success")))
         self.assert_nothing_left()
 
     def test_orphan_of_user_command_holding_its_output_does_not_keep_the_job(self):
