@@ -37,10 +37,14 @@ job=$(mktemp -d)
 trap 'rm -rf "$job"' EXIT
 mkdir -p "$job/input/config"
 echo '{"current_host": "algo-1", "hosts": ["algo-1"]}' > "$job/input/config/resourceconfig.json"
-echo '{"processes_per_host": "2"}' > "$job/input/config/hyperparameters.json"
+# One training step of ResNet-18 on synthetic 16x16 images: the smallest real job.
+echo '{"processes_per_host": "2", "data_format": "synthetic", "num_classes": "10", "num_layers": "18",
+       "image_shape": "3,16,16", "mini_batch_size": "4", "max_steps": "1", "checkpoint_frequency": "0"}' \
+  > "$job/input/config/hyperparameters.json"
 if output=$(SAGEMAKER_BASE_DIR="$job" timeout 120 "$cpu_binary" 2>&1); then
-  if [ -f "$job/output/success" ] && grep -q "allreduce check passed: 2 ranks" <<<"$output"; then
-    pass "build-cpu/train ran a 2-rank job"
+  if [ -f "$job/output/success" ] && [ -f "$job/model/model.safetensors" ] &&
+     grep -q "allreduce check passed: 2 ranks" <<<"$output"; then
+    pass "build-cpu/train trained a 2-rank job and wrote its model"
   else
     fail "build-cpu/train exited 0 without a success file or allreduce line: $output"
   fi
