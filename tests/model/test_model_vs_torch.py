@@ -14,15 +14,15 @@ PyTorch runs in float64, the exact answer for these weights. train's model runs 
 
 Run: /usr/bin/python3 test_model_vs_torch.py --model-check PATH
 """
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 
 import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from safetensors_numpy import read_safetensors, write_safetensors  # noqa: E402
 import torch
 import torch.nn.functional as F
 import torchvision
@@ -32,41 +32,6 @@ TOLERANCE = {
     "double": {"loss": 1e-9, "gradient": 1e-9, "running": 1e-9, "logits": 1e-9},
     "float": {"loss": 1e-5, "gradient": 1e-4, "running": 1e-4, "logits": 1e-4},
 }
-
-
-def write_safetensors(path, tensors):
-    """Minimal safetensors writer: header JSON padded to 8 bytes, then the raw little-endian data."""
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors.items():
-        array = np.array(array, order="C")  # (np.ascontiguousarray would turn a scalar into shape [1])
-        dtype = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}[array.dtype]
-        data = array.astype(array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (length,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + length])
-    data = raw[8 + length:]
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}[entry["dtype"]]
-        begin, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
-    return tensors
 
 
 def relative_error(ours, reference):

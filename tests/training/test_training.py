@@ -14,7 +14,6 @@ Run: /usr/bin/python3 test_training.py --train PATH --model-check PATH
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import time
 import unittest
 
 import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from safetensors_numpy import read_safetensors, write_safetensors  # noqa: E402
 import torch
 import torchvision
 
@@ -58,37 +59,6 @@ def run_train(base, timeout=600):
     result = subprocess.run([TRAIN], env=environment(base), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, timeout=timeout)
     return result.returncode, result.stdout
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (length,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + length])
-    data = raw[8 + length:]
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}[entry["dtype"]]
-        begin, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
-    return tensors
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors.items():
-        array = np.array(array, order="C")
-        dtype = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}[array.dtype]
-        data = array.tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 SYNTHETIC = {"data_format": "synthetic", "num_classes": 10, "num_layers": 18, "image_shape": "3,16,16",
