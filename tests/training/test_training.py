@@ -120,6 +120,24 @@ class Training(unittest.TestCase):
         self.assertEqual(uninterrupted, resumed, "resumed weights differ from the uninterrupted run's")
         print(f"\nstopped at step {stop_step} of {SYNTHETIC['max_steps']}, resumed: weights bit-identical", flush=True)
 
+    def assert_torchvision_agrees(self, path, depth, classes, size):
+        """`path` loads strictly into torchvision's resnet<depth>, whose inference logits equal train's."""
+        tensors = read_safetensors(path)
+        model = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
+        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=True)
+        model.eval()
+        images = torch.randn(3, 3, size, size)
+        with torch.no_grad():
+            expected = model(images).numpy()
+        batch = os.path.join(self.work.name, f"images{depth}.safetensors")
+        out = os.path.join(self.work.name, f"logits{depth}.safetensors")
+        write_safetensors(batch, {"images": images.permute(0, 2, 3, 1).numpy()})
+        subprocess.run([MODEL_CHECK, "infer", str(depth), str(classes), path, batch, out], check=True, timeout=120)
+        error = np.linalg.norm(read_safetensors(out)["eval_logits"] - expected) / np.linalg.norm(expected)
+        self.assertLess(error, 1e-5, f"train's inference and torchvision's resnet{depth} disagree")
+        print(f"\ntrain's ResNet-{depth} model.safetensors loads strictly into torchvision.models.resnet{depth}; "
+              f"logits agree to {error:.1e}", flush=True)
+
     def test_model_file_loads_into_torchvision(self):
         model_dir = os.path.join(self.reference, "model")
         with open(os.path.join(model_dir, "model.json")) as f:
@@ -127,23 +145,7 @@ class Training(unittest.TestCase):
         self.assertEqual(description["arch"], "resnet18")
         self.assertEqual(description["num_classes"], 10)
         self.assertEqual(description["input_shape"], [3, 16, 16])
-        tensors = read_safetensors(os.path.join(model_dir, "model.safetensors"))
-        model = torchvision.models.resnet18(num_classes=10)
-        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=True)
-        model.eval()
-        images = torch.randn(5, 3, 16, 16)
-        with torch.no_grad():
-            expected = model(images).numpy()
-        batch = os.path.join(self.work.name, "images.safetensors")
-        out = os.path.join(self.work.name, "logits.safetensors")
-        write_safetensors(batch, {"images": images.permute(0, 2, 3, 1).numpy()})
-        subprocess.run([MODEL_CHECK, "infer", "18", "10", os.path.join(model_dir, "model.safetensors"), batch, out],
-                       check=True, timeout=120)
-        ours = read_safetensors(out)["eval_logits"]
-        error = np.linalg.norm(ours - expected) / np.linalg.norm(expected)
-        self.assertLess(error, 1e-5, "train's inference and torchvision's disagree")
-        print(f"\nmodel.safetensors loads strictly into torchvision.models.resnet18; logits agree to {error:.1e}",
-              flush=True)
+        self.assert_torchvision_agrees(os.path.join(model_dir, "model.safetensors"), 18, 10, 16)
 
     def test_resnet50_model_file_loads_into_torchvision_resnet50(self):
         base = os.path.join(self.work.name, "resnet50")
@@ -151,22 +153,7 @@ class Training(unittest.TestCase):
                             max_steps=1))
         code, output = run_train(base)
         self.assertEqual(code, 0, output)
-        path = os.path.join(base, "model", "model.safetensors")
-        tensors = read_safetensors(path)
-        model = torchvision.models.resnet50(num_classes=10)
-        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=True)
-        model.eval()
-        images = torch.randn(3, 3, 64, 64)
-        with torch.no_grad():
-            expected = model(images).numpy()
-        batch = os.path.join(self.work.name, "images50.safetensors")
-        out = os.path.join(self.work.name, "logits50.safetensors")
-        write_safetensors(batch, {"images": images.permute(0, 2, 3, 1).numpy()})
-        subprocess.run([MODEL_CHECK, "infer", "50", "10", path, batch, out], check=True, timeout=120)
-        error = np.linalg.norm(read_safetensors(out)["eval_logits"] - expected) / np.linalg.norm(expected)
-        self.assertLess(error, 1e-5, "train's inference and torchvision's resnet50 disagree")
-        print(f"\ntrain's ResNet-50 model.safetensors loads strictly into torchvision.models.resnet50; logits agree "
-              f"to {error:.1e}", flush=True)
+        self.assert_torchvision_agrees(os.path.join(base, "model", "model.safetensors"), 50, 10, 64)
 
     def test_model_channel_starts_from_weights(self):
         base = os.path.join(self.work.name, "finetune")
