@@ -1,5 +1,7 @@
 #include "model_state.h"
 
+#include "model_io/layout.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -25,19 +27,8 @@ void ExportedTensors::add_int64(std::string name, int64_t value) {
 template <typename T>
 std::vector<T> convert_conv_layout(const std::vector<T>& source, const std::vector<int64_t>& oihw_shape,
                                    bool to_oihw) {
-  const int64_t out = oihw_shape.at(0), in = oihw_shape.at(1), spatial = oihw_shape.at(2) * oihw_shape.at(3);
-  std::vector<T> result(source.size());
-  for (int64_t o = 0; o < out; ++o) {
-    for (int64_t p = 0; p < spatial; ++p) {
-      for (int64_t i = 0; i < in; ++i) {
-        const int64_t ohwi = (o * spatial + p) * in + i;
-        const int64_t oihw = (o * in + i) * spatial + p;
-        if (to_oihw) result[static_cast<size_t>(oihw)] = source[static_cast<size_t>(ohwi)];
-        else result[static_cast<size_t>(ohwi)] = source[static_cast<size_t>(oihw)];
-      }
-    }
-  }
-  return result;
+  const auto shape = model_io::ConvWeightShape::from_oihw(oihw_shape);
+  return to_oihw ? model_io::ohwi_to_oihw(source, shape) : model_io::oihw_to_ohwi(source, shape);
 }
 
 namespace {

@@ -8,7 +8,8 @@ namespace train::model_io {
 
 namespace {
 
-void check_size(const std::vector<float>& src, const ConvWeightShape& shape) {
+template <typename T>
+void check_size(const std::vector<T>& src, const ConvWeightShape& shape) {
   if (static_cast<int64_t>(src.size()) != shape.elements()) {
     throw std::invalid_argument(fmt::format("convolution weight [{}, {}, {}, {}] needs {} values, got {}", shape.out,
                                             shape.in, shape.kh, shape.kw, shape.elements(), src.size()));
@@ -25,40 +26,53 @@ ConvWeightShape ConvWeightShape::from_oihw(const std::vector<int64_t>& shape) {
   return {shape[0], shape[1], shape[2], shape[3]};
 }
 
-void ohwi_to_oihw(const float* src, float* dst, const ConvWeightShape& s) {
+template <typename T>
+void ohwi_to_oihw(const T* src, T* dst, const ConvWeightShape& s) {
   const int64_t spatial = s.kh * s.kw;
   for (int64_t o = 0; o < s.out; ++o) {
-    const float* from = src + o * spatial * s.in;  // [kh][kw][in]
-    float* to = dst + o * s.in * spatial;          // [in][kh][kw]
+    const T* from = src + o * spatial * s.in;  // [kh][kw][in]
+    T* to = dst + o * s.in * spatial;          // [in][kh][kw]
     for (int64_t p = 0; p < spatial; ++p) {
       for (int64_t i = 0; i < s.in; ++i) to[i * spatial + p] = from[p * s.in + i];
     }
   }
 }
 
-void oihw_to_ohwi(const float* src, float* dst, const ConvWeightShape& s) {
+template <typename T>
+void oihw_to_ohwi(const T* src, T* dst, const ConvWeightShape& s) {
   const int64_t spatial = s.kh * s.kw;
   for (int64_t o = 0; o < s.out; ++o) {
-    const float* from = src + o * s.in * spatial;  // [in][kh][kw]
-    float* to = dst + o * spatial * s.in;          // [kh][kw][in]
+    const T* from = src + o * s.in * spatial;  // [in][kh][kw]
+    T* to = dst + o * spatial * s.in;          // [kh][kw][in]
     for (int64_t i = 0; i < s.in; ++i) {
       for (int64_t p = 0; p < spatial; ++p) to[p * s.in + i] = from[i * spatial + p];
     }
   }
 }
 
-std::vector<float> ohwi_to_oihw(const std::vector<float>& src, const ConvWeightShape& shape) {
+template <typename T>
+std::vector<T> ohwi_to_oihw(const std::vector<T>& src, const ConvWeightShape& shape) {
   check_size(src, shape);
-  std::vector<float> dst(src.size());
+  std::vector<T> dst(src.size());
   ohwi_to_oihw(src.data(), dst.data(), shape);
   return dst;
 }
 
-std::vector<float> oihw_to_ohwi(const std::vector<float>& src, const ConvWeightShape& shape) {
+template <typename T>
+std::vector<T> oihw_to_ohwi(const std::vector<T>& src, const ConvWeightShape& shape) {
   check_size(src, shape);
-  std::vector<float> dst(src.size());
+  std::vector<T> dst(src.size());
   oihw_to_ohwi(src.data(), dst.data(), shape);
   return dst;
 }
+
+template void ohwi_to_oihw(const float*, float*, const ConvWeightShape&);
+template void ohwi_to_oihw(const double*, double*, const ConvWeightShape&);
+template void oihw_to_ohwi(const float*, float*, const ConvWeightShape&);
+template void oihw_to_ohwi(const double*, double*, const ConvWeightShape&);
+template std::vector<float> ohwi_to_oihw(const std::vector<float>&, const ConvWeightShape&);
+template std::vector<double> ohwi_to_oihw(const std::vector<double>&, const ConvWeightShape&);
+template std::vector<float> oihw_to_ohwi(const std::vector<float>&, const ConvWeightShape&);
+template std::vector<double> oihw_to_ohwi(const std::vector<double>&, const ConvWeightShape&);
 
 }  // namespace train::model_io

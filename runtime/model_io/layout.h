@@ -23,11 +23,15 @@ struct ConvWeightShape {
 };
 
 // dst[o][i][y][x] = src[o][y][x][i]. `src` and `dst` hold shape.elements() floats and must not overlap.
-void ohwi_to_oihw(const float* src, float* dst, const ConvWeightShape& shape);
+template <typename T>
+void ohwi_to_oihw(const T* src, T* dst, const ConvWeightShape& shape);
 // dst[o][y][x][i] = src[o][i][y][x].
-void oihw_to_ohwi(const float* src, float* dst, const ConvWeightShape& shape);
+template <typename T>
+void oihw_to_ohwi(const T* src, T* dst, const ConvWeightShape& shape);
 
-std::vector<float> ohwi_to_oihw(const std::vector<float>& src, const ConvWeightShape& shape);
-std::vector<float> oihw_to_ohwi(const std::vector<float>& src, const ConvWeightShape& shape);
+template <typename T>
+std::vector<T> ohwi_to_oihw(const std::vector<T>& src, const ConvWeightShape& shape);
+template <typename T>
+std::vector<T> oihw_to_ohwi(const std::vector<T>& src, const ConvWeightShape& shape);
 
 }  // namespace train::model_io
