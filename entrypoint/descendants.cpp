@@ -12,15 +12,23 @@
 
 namespace train {
 
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> children;
+std::vector<pid_t> all_process_ids() {
+  std::vector<pid_t> pids;
   DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return children;
+  if (proc == nullptr) return pids;
   while (dirent* entry = ::readdir(proc)) {
     char* end = nullptr;
     long pid = std::strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
-    std::ifstream stat_file(std::string("/proc/") + entry->d_name + "/stat");
+    if (pid > 0 && *end == '\0') pids.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (pid_t pid : all_process_ids()) {
+    std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
     std::string stat;
     if (!std::getline(stat_file, stat)) continue;
     // The command name is in parentheses and may itself contain spaces or ')': parse after the last ')'.
@@ -30,9 +38,8 @@ std::vector<pid_t> children_of(pid_t parent) {
     char state = 0;
     long ppid = 0;
     fields >> state >> ppid;
-    if (ppid == parent) children.push_back(static_cast<pid_t>(pid));
+    if (ppid == parent) children.push_back(pid);
   }
-  ::closedir(proc);
   return children;
 }
 
@@ -49,7 +56,7 @@ int reap_exited_children(const std::function<void(pid_t, int)>& on_exit) {
 }
 
 int end_all_children(std::chrono::milliseconds grace, std::chrono::milliseconds limit,
-                     const std::function<void(pid_t, int)>& on_exit) {
+                     const std::function<void(pid_t, int)>& on_exit, const std::set<pid_t>& spare) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   // Ending a child re-parents its own children to us: every round signals the children it has not yet
@@ -59,6 +66,7 @@ int end_all_children(std::chrono::milliseconds grace, std::chrono::milliseconds 
   while (true) {
     reap_exited_children(on_exit);
     auto remaining = children_of(::getpid());
+    std::erase_if(remaining, [&](pid_t pid) { return spare.count(pid) > 0; });
     if (remaining.empty()) return 0;
     auto elapsed = clock::now() - start;
     if (elapsed > limit) return static_cast<int>(remaining.size());

@@ -118,4 +118,20 @@ bool write_success_file(const JobPaths& paths) {
   }
 }
 
+void start_job_report(const JobPaths& paths) {
+  for (const auto& dir : {paths.model(), paths.output_data()}) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) log_error("cannot create {}: {}", dir.string(), error.message());
+  }
+  std::error_code ignored;
+  std::filesystem::remove(paths.success_file(), ignored);
+  if (std::filesystem::exists(paths.failure_file(), ignored)) {
+    auto previous = paths.failure_file();
+    previous += ".previous";
+    std::filesystem::rename(paths.failure_file(), previous, ignored);
+    log_info("moved the failure file of an earlier run to {}", previous.string());
+  }
+}
+
 }  // namespace train

@@ -22,6 +22,10 @@ std::string compose_failure_text(const std::string& summary, const std::vector<s
 // replaces an existing one. Returns false (and says why on stderr) when it did not write.
 bool write_failure_file(const JobPaths& paths, const std::string& text);
 
+// At the start of a run on a host: creates model/ and output/data/, removes a stale success file and keeps
+// an earlier run's failure file as failure.previous (it may hold the only copy of that reason).
+void start_job_report(const JobPaths& paths);
+
 // Writes output/success (empty), atomically.
 bool write_success_file(const JobPaths& paths);
 

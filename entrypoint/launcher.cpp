@@ -54,34 +54,16 @@ constexpr auto kill_after_terminate = std::chrono::seconds(10);
 // Lines of each rank's error output kept for the failure report.
 constexpr size_t error_tail_lines = 20;
 
-void prepare_output_directories(const JobPaths& paths) {
-  for (const auto& dir : {paths.model(), paths.output_data()}) {
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) log_error("cannot create {}: {}", dir.string(), error.message());
-  }
-  // A previous run's report is stale for this one; keep a failure file (it may hold the only copy of an
-  // earlier reason) under another name.
-  std::error_code ignored;
-  std::filesystem::remove(paths.success_file(), ignored);
-  if (std::filesystem::exists(paths.failure_file(), ignored)) {
-    auto previous = paths.failure_file();
-    previous += ".previous";
-    std::filesystem::rename(paths.failure_file(), previous, ignored);
-    log_info("moved the failure file of an earlier run to {}", previous.string());
-  }
-}
-
 class JobRun {
  public:
   JobRun(const JobDescription& job, const LaunchSettings& settings) : job_(job), settings_(settings) {}
 
-  int run(const EnvironmentMap& environment) {
-    SignalInbox inbox;
+  int run(const EnvironmentMap& environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
     become_child_subreaper();
-    prepare_output_directories(job_.paths);
+    start_job_report(job_.paths);
 
-    auto command = build_mpirun_command(job_, settings_.rank_program, environment, settings_.mpirun);
+    auto command =
+        build_mpirun_command(job_, settings_.rank_program, environment, settings_.mpirun, settings_.hostfile);
     log_info("starting {} ranks ({} per host on {} host{}) on {}", job_.world_size(), job_.ranks_per_host,
              job_.cluster.hosts.size(), job_.cluster.hosts.size() == 1 ? "" : "s", job_.device);
     std::string shown;
@@ -99,7 +81,7 @@ class JobRun {
     event_loop(inbox);
     demux_.finish();
     int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
-                                [this](pid_t pid, int status) { on_child_exit(pid, status); });
+                                [this](pid_t pid, int status) { on_child_exit(pid, status); }, spare_children);
     if (left > 0) log_error("{} child process(es) could not be ended", left);
     return report();
   }
@@ -274,9 +256,12 @@ class JobRun {
 
 }  // namespace
 
-int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment) {
+int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment,
+                 SignalInbox* inbox, const std::set<pid_t>& spare_children) {
   JobRun run(job, settings);
-  return run.run(environment);
+  if (inbox != nullptr) return run.run(environment, *inbox, spare_children);
+  SignalInbox own_inbox;
+  return run.run(environment, own_inbox, spare_children);
 }
 
 }  // namespace train

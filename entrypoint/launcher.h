@@ -4,8 +4,11 @@
 
 #include "environment_map.h"
 #include "job_description.h"
+#include "signal_inbox.h"
 
 #include <chrono>
+#include <set>
+#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -17,13 +20,17 @@ struct LaunchSettings {
   // After SIGTERM, how long ranks get to checkpoint and exit before mpirun is told to kill them. SageMaker
   // sends SIGKILL 120 s after SIGTERM; the default leaves room for the rest of the shutdown.
   std::chrono::seconds stop_grace{100};
+  // Multi-host jobs: the host file mpirun reads (one line per host, one slot per rank); empty for one host.
+  std::string hostfile;
 };
 
 // Reads TRAIN_MPIRUN and TRAIN_STOP_GRACE_SECONDS. Throws ConfigError on a malformed value.
 LaunchSettings launch_settings_from_environment(const EnvironmentMap& environment,
                                                 std::vector<std::string> rank_program);
 
-// Runs the job; returns the exit code for `train` (README "Exit codes").
-int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment);
+// Runs the job; returns the exit code for `train` (README "Exit codes"). A multi-host master passes the
+// signal inbox it already reads, and the children (its sshd) that must outlive mpirun.
+int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment,
+                 SignalInbox* inbox = nullptr, const std::set<pid_t>& spare_children = {});
 
 }  // namespace train

@@ -6,6 +6,7 @@
 #include "job_report.h"
 #include "launcher.h"
 #include "log.h"
+#include "multi_host_launch.h"
 #include "rank_exec.h"
 #include "validate_command.h"
 #include "../runtime/device_query.h"
@@ -81,14 +82,7 @@ int launch(const std::vector<std::string>& user_command) {
   log_info("{} job: host {} of [{}], master {}, {} rank(s) per host, device {}", to_string(job.cluster.platform),
            job.cluster.current_host, fmt::join(job.cluster.hosts, ", "), job.cluster.master_host, job.ranks_per_host,
            job.device);
-  if (!job.cluster.single_host()) {
-    std::string summary = fmt::format(
-        "This job has {} hosts, and this build of train launches single-host jobs only; run one host per job.",
-        job.cluster.hosts.size());
-    log_error("{}", summary);
-    write_failure_file(paths, compose_failure_text(summary, {}));
-    return exit_code::launch_failed;
-  }
+  if (!job.cluster.single_host()) return run_multi_host(job, settings, environment);
   return run_launcher(job, settings, environment);
 }
 

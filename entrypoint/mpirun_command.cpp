@@ -34,12 +34,21 @@ std::string host_of_rank(const JobDescription& job, int rank) {
   return index < job.cluster.hosts.size() ? job.cluster.hosts[index] : "?";
 }
 
+std::string hostfile_text(const std::vector<std::string>& hosts, int slots_per_host) {
+  std::string text;
+  for (const auto& host : hosts) text += fmt::format("{} slots={} max_slots={}\n", host, slots_per_host, slots_per_host);
+  return text;
+}
+
 std::vector<std::string> build_mpirun_command(const JobDescription& job, const std::vector<std::string>& rank_program,
-                                              const EnvironmentMap& environment, const std::string& mpirun) {
+                                              const EnvironmentMap& environment, const std::string& mpirun,
+                                              const std::string& hostfile) {
   std::vector<std::string> command = {mpirun, "--allow-run-as-root", "--tag-output", "--bind-to", "none",
                                       "--map-by", "slot", "-np", std::to_string(job.world_size())};
   std::string host_list;
-  if (job.cluster.single_host()) {
+  if (!hostfile.empty()) {
+    command.insert(command.end(), {"--hostfile", hostfile});
+  } else if (job.cluster.single_host()) {
     // Our own name may not resolve (SageMaker's "algo-1" in a local container); "localhost" always does,
     // and Open MPI starts local ranks without ssh.
     host_list = fmt::format("localhost:{}", job.ranks_per_host);
@@ -48,7 +57,7 @@ std::vector<std::string> build_mpirun_command(const JobDescription& job, const s
       host_list += fmt::format("{}{}:{}", host_list.empty() ? "" : ",", host, job.ranks_per_host);
     }
   }
-  command.insert(command.end(), {"--host", host_list});
+  if (!host_list.empty()) command.insert(command.end(), {"--host", host_list});
   // The master starts every remote daemon itself (SageMaker's hosts cannot ssh onwards to each other).
   command.insert(command.end(), {"--mca", "plm_rsh_no_tree_spawn", "1"});
   // Open MPI's odls_base_sigkill_timeout (SIGTERM to SIGKILL when mpirun ends ranks) stays at its default

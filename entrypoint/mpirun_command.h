@@ -10,9 +10,14 @@
 
 namespace train {
 
-// `rank_program` is what every rank runs, e.g. {"/usr/local/bin/train", "rank"}.
+// `rank_program` is what every rank runs, e.g. {"/usr/local/bin/train", "rank"}. A multi-host job names its
+// hosts in `hostfile` (see hostfile_text); without one, they go on the command line.
 std::vector<std::string> build_mpirun_command(const JobDescription& job, const std::vector<std::string>& rank_program,
-                                              const EnvironmentMap& environment, const std::string& mpirun = "mpirun");
+                                              const EnvironmentMap& environment, const std::string& mpirun = "mpirun",
+                                              const std::string& hostfile = "");
+
+// Open MPI's host file: one line per host, in rank order, with one slot per rank.
+std::string hostfile_text(const std::vector<std::string>& hosts, int slots_per_host);
 
 // Which host runs `rank` under the slot mapping we ask mpirun for (hosts in order, slots filled in turn).
 std::string host_of_rank(const JobDescription& job, int rank);

@@ -38,4 +38,10 @@ EnvironmentMap rank_program_environment(const JobDescription& job, const Environ
   return result;
 }
 
+void set_current_host_of_rank(JobDescription& job, const RankIdentity& identity) {
+  if (!job.cluster.batch || identity.local_size <= 0) return;
+  size_t host_index = static_cast<size_t>(identity.rank / identity.local_size);
+  if (host_index < job.cluster.hosts.size()) job.cluster.current_host = job.cluster.hosts[host_index];
+}
+
 }  // namespace train

@@ -20,6 +20,11 @@ struct RankIdentity {
 // From OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}; nullopt when not started by Open MPI's mpirun.
 std::optional<RankIdentity> rank_identity_from_environment(const EnvironmentMap& environment);
 
+// AWS Batch variables reach every rank from the main node's mpirun, so they name the main node as the
+// current host; the host file places ranks on hosts in order, which names the rank's own node. (SageMaker
+// ranks read their own host's resourceconfig.json and need nothing.)
+void set_current_host_of_rank(JobDescription& job, const RankIdentity& identity);
+
 // `environment` plus SM_* for this host, and OMP_NUM_THREADS (unless set) = this host's cores / its ranks.
 EnvironmentMap rank_program_environment(const JobDescription& job, const EnvironmentMap& environment,
                                         const RankIdentity& identity);

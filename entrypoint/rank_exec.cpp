@@ -59,6 +59,7 @@ int run_rank_exec(const std::vector<std::string>& command) {
   try {
     job = load_job_description(JobPaths::from_environment(), environment, detect_host_resources(),
                                CheckMode::this_host);
+    set_current_host_of_rank(job, *identity);
   } catch (const ConfigError& error) {
     log_error("rank {}: the job description on this host is invalid:\n{}", identity->rank, error.what());
     return exit_code::invalid_job;

@@ -16,6 +16,7 @@
 #include "model_state.h"
 #include "mpi_check.h"
 #include "stop_request.h"
+#include "bounded_collectives.h"
 #include "training_settings.h"
 
 #include <fmt/format.h>
@@ -200,10 +201,32 @@ class CpuTrainer {
             {"data_ranks", settings_.data_ranks}};
   }
 
+  // Rank 0's checkpoint, sent to every rank: on several hosts only the master's checkpoint directory holds
+  // it (rank 0 writes it there), and all ranks must resume from the same one.
+  std::optional<model_io::Checkpoint> shared_checkpoint(const std::string& source) {
+    std::string bytes;
+    int64_t size = -1;
+    if (identity_.rank == 0) {
+      if (auto file = model_io::read_checkpoint_file(settings_.checkpoint_dir)) {
+        bytes = std::move(*file);
+        size = static_cast<int64_t>(bytes.size());
+      }
+    }
+    MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm_));
+    if (size < 0) return std::nullopt;
+    bytes.resize(static_cast<size_t>(size));
+    constexpr int64_t chunk = int64_t{1} << 30;
+    for (int64_t offset = 0; offset < size; offset += chunk) {
+      int count = static_cast<int>(std::min(chunk, size - offset));
+      MPI_CHECK(MPI_Bcast(bytes.data() + offset, count, MPI_BYTE, 0, comm_));
+    }
+    return model_io::parse_checkpoint(bytes, source);
+  }
+
   void resume_if_checkpointed() {
-    auto checkpoint = model_io::read_checkpoint(settings_.checkpoint_dir);
-    if (!checkpoint) return;
     const auto source = model_io::checkpoint_path(settings_.checkpoint_dir).string();
+    auto checkpoint = shared_checkpoint(source);
+    if (!checkpoint) return;
     if (auto refusal = model_io::resume_refusal(checkpoint->state, checkpoint_identity(), source)) {
       throw ConfigError(*refusal);
     }
@@ -280,7 +303,7 @@ class CpuTrainer {
     // One small allreduce carries the job-wide metrics and the stop vote, so every rank stops at the same step.
     double sums[4] = {result.loss * batch.size, static_cast<double>(batch.size), static_cast<double>(result.correct),
                       stop_requested() ? 1.0 : 0.0};
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, comm_));
+    bounded_allreduce(sums, 4, MPI_DOUBLE, MPI_SUM, comm_, step_timeout_ms(), "the step's metrics and stop vote");
     interval_loss_ += sums[0];
     interval_images_ += sums[1];
     interval_correct_ += sums[2];
@@ -342,7 +365,7 @@ class CpuTrainer {
         counts[2] += better < 5 ? 1 : 0;
       }
     }
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_DOUBLE, MPI_SUM, comm_));
+    bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, step_timeout_ms(), "the validation counts");
     if (identity_.rank == 0) {
       write_line(1, fmt::format("epoch={} validation_top1={:.4f} validation_top5={:.4f} validation_images={}", epoch,
                                 counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
@@ -374,7 +397,7 @@ class CpuTrainer {
       log_info("checkpoint written at step {} ({}): {}", step_, why,
                model_io::checkpoint_path(settings_.checkpoint_dir).string());
     }
-    MPI_CHECK(MPI_Barrier(comm_));
+    bounded_barrier(comm_, step_timeout_ms(), "the barrier after writing a checkpoint");
   }
 
   void write_model() {
@@ -389,7 +412,7 @@ class CpuTrainer {
       model_io::write_model_files(settings_.model_dir, tensors.views(), description);
       log_info("model written to {} after {} steps", settings_.model_dir.string(), step_);
     }
-    MPI_CHECK(MPI_Barrier(comm_));
+    bounded_barrier(comm_, step_timeout_ms(), "the barrier after writing the model");
   }
 
   std::string signal_description() const {
@@ -402,6 +425,9 @@ class CpuTrainer {
   MPI_Comm comm_;
   TrainingSettings settings_;
   std::chrono::seconds step_timeout_{900}, data_timeout_{600};
+  std::chrono::milliseconds step_timeout_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(step_timeout_);
+  }
   std::shared_ptr<data::SampleSource> train_source_, validation_source_;
   std::vector<std::string> class_names_;
   int classes_ = 0;

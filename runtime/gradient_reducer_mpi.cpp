@@ -63,7 +63,7 @@ void MpiGradientReducer::finish() {
     if (std::chrono::steady_clock::now() > deadline) {
       size_t pending = 0;
       for (auto request : requests_) pending += request != MPI_REQUEST_NULL ? 1 : 0;
-      throw MpiError(fmt::format("the gradient allreduce did not complete within {} s ({} of {} buckets pending): "
+      throw CollectiveTimeout(fmt::format("the gradient allreduce did not complete within {} s ({} of {} buckets pending): "
                                  "another rank is stuck or gone; set TRAIN_STEP_TIMEOUT_SECONDS to allow longer",
                                  std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(), pending,
                                  requests_.size()));

@@ -14,6 +14,12 @@ class MpiError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A collective that did not complete within its bound (TRAIN_STEP_TIMEOUT_SECONDS): another rank hangs.
+class CollectiveTimeout : public MpiError {
+ public:
+  using MpiError::MpiError;
+};
+
 void throw_mpi_error(int code, const char* call, const char* file, int line);
 
 }  // namespace train

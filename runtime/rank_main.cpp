@@ -60,6 +60,7 @@ int run_rank_checked() {
 
   JobDescription job = load_job_description(JobPaths::from_environment(), current_environment(),
                                             detect_host_resources(), CheckMode::this_host);
+  set_current_host_of_rank(job, identity);
   for (auto& [name, value] : rank_program_environment(job, current_environment(), identity)) {
     ::setenv(name.c_str(), value.c_str(), 1);
   }
@@ -108,6 +109,9 @@ int run_rank() {
   } catch (const data::DataError& error) {
     log_error("{}", error.what());
     return abort_job(exit_code::invalid_job);
+  } catch (const CollectiveTimeout& error) {
+    log_error("{}", error.what());
+    return abort_job(exit_code::timed_out);
   } catch (const std::exception& error) {
     log_error("{}", error.what());
     return abort_job(exit_code::internal_error);

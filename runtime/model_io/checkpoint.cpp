@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -111,13 +113,9 @@ void write_checkpoint(const std::filesystem::path& directory, const CheckpointSt
                      {"state", state_text}});
 }
 
-std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory) {
-  const std::filesystem::path path = checkpoint_path(directory);
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
-  const std::string source = path.string();
-  SafetensorsFile file = read_safetensors(source);
+namespace {
 
+Checkpoint checkpoint_from(SafetensorsFile file, const std::string& source) {
   auto format = file.metadata.find("format");
   if (format == file.metadata.end() || format->second != format_value) {
     throw SafetensorsError(fmt::format("{}: not a train checkpoint (its metadata has no \"format\": \"{}\")",
@@ -152,6 +150,29 @@ std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory
     }
   }
   return checkpoint;
+}
+
+}  // namespace
+
+std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory) {
+  const std::filesystem::path path = checkpoint_path(directory);
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  return checkpoint_from(read_safetensors(path.string()), path.string());
+}
+
+std::optional<std::string> read_checkpoint_file(const std::filesystem::path& directory) {
+  const std::filesystem::path path = checkpoint_path(directory);
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  std::ifstream file(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (!file && !file.eof()) throw SafetensorsError(fmt::format("{}: cannot read the checkpoint", path.string()));
+  return bytes;
+}
+
+Checkpoint parse_checkpoint(std::string_view bytes, std::string_view source) {
+  return checkpoint_from(parse_safetensors(bytes, source), std::string(source));
 }
 
 std::optional<std::string> resume_refusal(const CheckpointState& found, const nlohmann::json& identity,

@@ -65,6 +65,11 @@ void write_checkpoint(const std::filesystem::path& directory, const CheckpointSt
 // file) when there is one that is not a valid checkpoint: a damaged checkpoint is reported, not skipped.
 std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory);
 
+// The checkpoint file's bytes, or nullopt when there is none: in a multi-host job only the master host
+// has it, so rank 0 reads it and sends it to every rank, which parses it with parse_checkpoint.
+std::optional<std::string> read_checkpoint_file(const std::filesystem::path& directory);
+Checkpoint parse_checkpoint(std::string_view bytes, std::string_view source);
+
 // Why this job must not resume from a checkpoint with state `found`, or nullopt when it may: the
 // hyperparameters in `identity` must equal the checkpoint's. The message names each one that differs.
 std::optional<std::string> resume_refusal(const CheckpointState& found, const nlohmann::json& identity,

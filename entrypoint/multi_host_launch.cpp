@@ -1,0 +1,276 @@
+#include "multi_host_launch.h"
+
+#include "batch_registration.h"
+#include "child_process.h"
+#include "config_error.h"
+#include "descendants.h"
+#include "exit_codes.h"
+#include "host_failure.h"
+#include "job_report.h"
+#include "job_waiter.h"
+#include "log.h"
+#include "mpirun_command.h"
+#include "multi_host_settings.h"
+#include "network_probe.h"
+#include "signal_inbox.h"
+#include "sshd_service.h"
+#include "worker_host.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <thread>
+#include <unistd.h>
+
+namespace train {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr auto progress_every = std::chrono::seconds(15);
+
+long long seconds_since(clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::seconds>(clock::now() - start).count();
+}
+
+// This host's address on the job's interface; a missing interface is a configuration error on every host.
+std::string own_address(const JobDescription& job) {
+  const auto& interface = job.cluster.network_interface;
+  if (auto address = interface_ipv4(interface)) return *address;
+  auto names = interface_names();
+  std::string where = job.cluster.platform == JobPlatform::sagemaker
+                          ? "resourceconfig.json network_interface_name, or TRAIN_NETWORK_INTERFACE"
+                          : "TRAIN_NETWORK_INTERFACE, default eth0";
+  bool exists = std::find(names.begin(), names.end(), interface) != names.end();
+  throw HostFailure(exit_code::invalid_job,
+                    fmt::format("The job's network interface \"{}\" ({}) {} on host {}; its interfaces are: {}.",
+                                interface, where, exists ? "has no IPv4 address" : "does not exist",
+                                job.cluster.current_host, fmt::join(names, ", ")),
+                    {"Name the interface the hosts reach each other on (TRAIN_NETWORK_INTERFACE overrides)."});
+}
+
+// Resolves `host`, retrying until `timeout` (SageMaker's names may resolve only after a while).
+std::string resolve_with_retry(const std::string& host, std::chrono::seconds timeout, JobWaiter& waiter) {
+  const auto start = clock::now();
+  auto next_progress = start + std::chrono::seconds(2);
+  std::string why_not;
+  while (true) {
+    if (auto address = resolve_ipv4(host, &why_not)) {
+      if (clock::now() - start > std::chrono::seconds(1)) {
+        log_info("host name {} resolved to {} after {} s", host, *address, seconds_since(start));
+      }
+      return *address;
+    }
+    if (clock::now() - start > timeout) {
+      throw HostFailure(exit_code::timed_out,
+                        fmt::format("The host name {} did not resolve within {} s ({}).", host, timeout.count(),
+                                    why_not),
+                        {"Check the job's host names and DNS; raise TRAIN_RESOLVE_TIMEOUT_SECONDS if names resolve "
+                         "late."});
+    }
+    if (clock::now() >= next_progress) {
+      log_info("host name {} does not resolve yet ({}); retrying for up to {} s", host, why_not, timeout.count());
+      next_progress = clock::now() + progress_every;
+    }
+    if (!waiter.pause(std::chrono::milliseconds(500))) return "";
+  }
+}
+
+// The master's wait for every other host's sshd; hosts are probed in turn so one slow host does not
+// delay noticing the others.
+void wait_for_peers(const JobDescription& job, const std::vector<std::string>& addresses,
+                    const MultiHostSettings& settings, JobWaiter& waiter) {
+  const auto start = clock::now();
+  auto next_progress = start + progress_every;
+  std::map<size_t, std::string> waiting;  // host index -> last reason
+  for (size_t index = 0; index < addresses.size(); ++index) {
+    if (job.cluster.hosts[index] != job.cluster.current_host) waiting[index] = "not tried yet";
+  }
+  log_info("master: waiting up to {} s for the sshd of {} other host(s)", settings.peers_timeout.count(),
+           waiting.size());
+  while (!waiting.empty()) {
+    for (auto entry = waiting.begin(); entry != waiting.end();) {
+      if (ssh_answers(addresses[entry->first], settings.ssh_port, std::chrono::milliseconds(1500), &entry->second)) {
+        log_info("master: host {} ({}) answers ({} s)", job.cluster.hosts[entry->first], addresses[entry->first],
+                 seconds_since(start));
+        entry = waiting.erase(entry);
+      } else {
+        ++entry;
+      }
+    }
+    if (waiting.empty()) break;
+    std::vector<std::string> silent;
+    for (const auto& [index, why_not] : waiting) {
+      silent.push_back(fmt::format("{} ({}): {}", job.cluster.hosts[index], addresses[index], why_not));
+    }
+    if (clock::now() - start > settings.peers_timeout) {
+      throw HostFailure(exit_code::timed_out,
+                        fmt::format("{} host(s) did not answer on port {} within {} s: {}.", waiting.size(),
+                                    settings.ssh_port, settings.peers_timeout.count(),
+                                    job.cluster.hosts[waiting.begin()->first]),
+                        {fmt::format("Not answering: {}.", fmt::join(silent, "; ")),
+                         "Each host's train starts sshd; check that every host started and that port 22 is open "
+                         "between them; raise TRAIN_PEERS_TIMEOUT_SECONDS if hosts start slowly."});
+    }
+    if (clock::now() >= next_progress) {
+      log_info("master: still waiting ({} s of {} s) for {}", seconds_since(start), settings.peers_timeout.count(),
+               fmt::join(silent, "; "));
+      next_progress = clock::now() + progress_every;
+    }
+    if (!waiter.pause(std::chrono::milliseconds(500))) return;
+  }
+}
+
+// A host file that exists while mpirun runs.
+class TemporaryHostfile {
+ public:
+  explicit TemporaryHostfile(const std::string& text) {
+    const char* directory = std::getenv("TMPDIR");
+    std::string pattern = std::string(directory && *directory ? directory : "/tmp") + "/train-hostfile-XXXXXX";
+    std::vector<char> name(pattern.begin(), pattern.end());
+    name.push_back('\0');
+    int fd = ::mkstemp(name.data());
+    if (fd < 0 || !write_fully(fd, text)) {
+      throw HostFailure(exit_code::launch_failed, fmt::format("train could not write mpirun's host file {}.", pattern));
+    }
+    ::close(fd);
+    path_ = name.data();
+  }
+  ~TemporaryHostfile() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class HostRun {
+ public:
+  HostRun(JobDescription job, const LaunchSettings& launch, const EnvironmentMap& environment)
+      : job_(std::move(job)), launch_(launch), environment_(environment) {}
+
+  int run() {
+    become_child_subreaper();
+    start_job_report(job_.paths);
+    int code = exit_code::internal_error;
+    try {
+      settings_ = multi_host_settings_from_environment(environment_);
+      code = run_role();
+    } catch (const ConfigError& error) {
+      code = fail(HostFailure(exit_code::invalid_job, fmt::format("The job description is invalid: {}", error.what())));
+    } catch (const HostFailure& failure) {
+      code = fail(failure);
+    } catch (const RegistrationError& error) {
+      code = fail(HostFailure(exit_code::launch_failed, error.what()));
+    } catch (const std::runtime_error& error) {
+      code = fail(HostFailure(exit_code::launch_failed,
+                              fmt::format("Host {} could not take part in the job: {}", job_.cluster.current_host,
+                                          error.what())));
+    }
+    if (sshd_) sshd_->stop();
+    registration_.reset();
+    int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15), nullptr);
+    if (left > 0) log_error("{} child process(es) could not be ended", left);
+    return code;
+  }
+
+ private:
+  int fail(const HostFailure& failure) {
+    log_error("{}", failure.what());
+    for (const auto& line : failure.details) log_error("{}", line);
+    write_failure_file(job_.paths, compose_failure_text(failure.what(), failure.details));
+    return failure.code;
+  }
+
+  int stopped() {
+    int signal_number = *waiter_.stop_signal();
+    return fail(HostFailure(exit_code::signal_base + signal_number,
+                            fmt::format("Host {} was stopped by {} before its ranks started.", job_.cluster.current_host,
+                                        signal_name(signal_number))));
+  }
+
+  int run_role() {
+    const std::string address = own_address(job_);
+    log_info("host {} ({} on {}): {} of a {}-host job", job_.cluster.current_host, address,
+             job_.cluster.network_interface, job_.cluster.is_master() ? "master" : "worker", job_.cluster.hosts.size());
+    sshd_ = std::make_unique<SshdService>(settings_, address, environment_, waiter_);
+
+    const auto& batch = job_.cluster.batch;
+    if (!job_.cluster.is_master()) {
+      std::string master_address;
+      if (batch) {
+        master_address = batch->main_node_address;
+        if (register_with_main_node(*batch, job_.ranks_per_host, settings_.registration_port,
+                                    settings_.registration_timeout, waiter_)
+                .empty()) {
+          return stopped();
+        }
+      } else {
+        master_address = resolve_with_retry(job_.cluster.master_host, settings_.resolve_timeout, waiter_);
+        if (master_address.empty()) return stopped();
+      }
+      return run_worker(job_, master_address, settings_, launch_.stop_grace + std::chrono::seconds(15), waiter_);
+    }
+
+    // The master: every host's address in rank order, as mpirun will reach it.
+    std::vector<std::string> addresses;
+    std::vector<std::string> mpirun_hosts;
+    if (batch) {
+      registration_ = std::make_unique<RegistrationServer>(settings_.registration_port);
+      auto children = registration_->collect(*batch, job_.ranks_per_host, settings_.registration_timeout, waiter_);
+      if (waiter_.stop_signal()) return stopped();
+      registration_->refuse_from_now_on(
+          "every node of this job has registered and training has started; this node is not part of it (a restarted "
+          "node cannot rejoin a running job)");
+      addresses.push_back(address);
+      for (const auto& [index, child] : children) addresses.push_back(child.address);
+      mpirun_hosts = addresses;
+    } else {
+      for (const auto& host : job_.cluster.hosts) {
+        addresses.push_back(host == job_.cluster.current_host
+                                ? address
+                                : resolve_with_retry(host, settings_.resolve_timeout, waiter_));
+        if (addresses.back().empty()) return stopped();
+      }
+      mpirun_hosts = job_.cluster.hosts;  // by name, as the toolkit does: what ssh and Open MPI see
+    }
+    wait_for_peers(job_, addresses, settings_, waiter_);
+    if (waiter_.stop_signal()) return stopped();
+
+    TemporaryHostfile hostfile(hostfile_text(mpirun_hosts, job_.ranks_per_host));
+    LaunchSettings launch = launch_;
+    launch.hostfile = hostfile.path();
+    int code = run_launcher(job_, launch, environment_, &waiter_.inbox(), sshd_children());
+    // Workers tell a finished job from a lost master by whether the master still answers once their ranks
+    // are gone; keep answering a little while.
+    log_info("master: keeping sshd up {} s so that the workers see the job end", settings_.master_linger.count());
+    // (A stop request does not shorten this: workers of a stopped job must not take it for a lost master.)
+    std::this_thread::sleep_for(settings_.master_linger);
+    return code;
+  }
+
+  std::set<pid_t> sshd_children() const {
+    std::set<pid_t> spare;
+    for (pid_t pid : children_of(::getpid())) spare.insert(pid);  // only sshd is running before mpirun starts
+    return spare;
+  }
+
+  JobDescription job_;
+  const LaunchSettings& launch_;
+  const EnvironmentMap& environment_;
+  MultiHostSettings settings_;
+  SignalInbox inbox_;
+  JobWaiter waiter_{inbox_};
+  std::unique_ptr<SshdService> sshd_;
+  std::unique_ptr<RegistrationServer> registration_;
+};
+
+}  // namespace
+
+int run_multi_host(JobDescription job, const LaunchSettings& settings, const EnvironmentMap& environment) {
+  HostRun run(std::move(job), settings, environment);
+  return run.run();
+}
+
+}  // namespace train

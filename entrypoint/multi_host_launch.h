@@ -1,0 +1,16 @@
+// A job on several hosts (DESIGN.md §4). Every host checks its network interface and starts sshd. On AWS
+// Batch the children register with the main node. The master then waits (bounded) until every other
+// host's sshd answers, writes the host file and runs mpirun across them; the others are workers that wait
+// for their ranks to come and go, and give up on a master that is lost.
+#pragma once
+
+#include "environment_map.h"
+#include "job_description.h"
+#include "launcher.h"
+
+namespace train {
+
+// Runs this host's part of the job; returns this host's exit code (README "Exit codes").
+int run_multi_host(JobDescription job, const LaunchSettings& settings, const EnvironmentMap& environment);
+
+}  // namespace train

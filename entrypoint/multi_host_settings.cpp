@@ -1,0 +1,47 @@
+#include "multi_host_settings.h"
+
+#include "config_error.h"
+
+#include <fmt/format.h>
+
+namespace train {
+namespace {
+
+int read_whole_number(const EnvironmentMap& environment, const char* name, int fallback, int minimum, int maximum,
+                      const char* example) {
+  auto value = lookup(environment, name);
+  if (!value) return fallback;
+  bool digits = value->size() <= 6 && value->find_first_not_of("0123456789") == std::string::npos;
+  int number = digits ? std::stoi(*value) : -1;
+  if (!digits || number < minimum || number > maximum) {
+    throw ConfigError(fmt::format("environment variable {}: expected a whole number from {} to {} such as {}, got \"{}\"",
+                                  name, minimum, maximum, example, *value));
+  }
+  return number;
+}
+
+std::chrono::seconds read_seconds(const EnvironmentMap& environment, const char* name, std::chrono::seconds fallback) {
+  return std::chrono::seconds(read_whole_number(environment, name, static_cast<int>(fallback.count()), 0, 864000,
+                                                std::to_string(fallback.count()).c_str()));
+}
+
+}  // namespace
+
+MultiHostSettings multi_host_settings_from_environment(const EnvironmentMap& environment) {
+  MultiHostSettings settings;
+  settings.resolve_timeout = read_seconds(environment, "TRAIN_RESOLVE_TIMEOUT_SECONDS", settings.resolve_timeout);
+  settings.peers_timeout = read_seconds(environment, "TRAIN_PEERS_TIMEOUT_SECONDS", settings.peers_timeout);
+  settings.ranks_timeout = read_seconds(environment, "TRAIN_RANKS_TIMEOUT_SECONDS", settings.ranks_timeout);
+  settings.master_lost_timeout =
+      read_seconds(environment, "TRAIN_MASTER_LOST_SECONDS", settings.master_lost_timeout);
+  settings.master_linger = read_seconds(environment, "TRAIN_MASTER_LINGER_SECONDS", settings.master_linger);
+  settings.registration_timeout =
+      read_seconds(environment, "TRAIN_REGISTRATION_TIMEOUT_SECONDS", settings.registration_timeout);
+  settings.registration_port =
+      read_whole_number(environment, "TRAIN_REGISTRATION_PORT", settings.registration_port, 1, 65535, "7627");
+  settings.ssh_port = read_whole_number(environment, "TRAIN_SSH_PORT", settings.ssh_port, 1, 65535, "22");
+  if (auto sshd = lookup(environment, "TRAIN_SSHD")) settings.sshd = *sshd;
+  return settings;
+}
+
+}  // namespace train

@@ -1,0 +1,36 @@
+// The waits of a multi-host job, each with a documented default and an environment variable to change
+// it (README "Environment variables"). Defaults are generous: a slow start is better than a lost job, and
+// every wait logs a line while it waits, so a slow one is visible.
+#pragma once
+
+#include "environment_map.h"
+
+#include <chrono>
+#include <string>
+
+namespace train {
+
+struct MultiHostSettings {
+  // How long a host name may take to resolve (SageMaker: names may resolve only after a while).
+  std::chrono::seconds resolve_timeout{300};
+  // How long the master waits for every other host's sshd to answer.
+  std::chrono::seconds peers_timeout{600};
+  // How long a worker waits for the master's sshd to answer, and then for its ranks to appear.
+  std::chrono::seconds ranks_timeout{900};
+  // How long the master may be unreachable before a worker gives up on it.
+  std::chrono::seconds master_lost_timeout{30};
+  // How long the master keeps answering after its ranks have finished, so that workers can tell a finished
+  // job from a lost master.
+  std::chrono::seconds master_linger{5};
+  // AWS Batch: how long the main node waits for every child to register, and a child tries to register.
+  std::chrono::seconds registration_timeout{600};
+  int registration_port = 7627;
+  int ssh_port = 22;
+  // The sshd every host starts (from the image); "none" when the image starts its own.
+  std::string sshd = "/usr/sbin/sshd";
+};
+
+// Reads the TRAIN_* variables of the table in the README; throws ConfigError naming a malformed one.
+MultiHostSettings multi_host_settings_from_environment(const EnvironmentMap& environment);
+
+}  // namespace train

@@ -1,0 +1,32 @@
+// The sshd of a multi-host job's host. mpirun reaches the other hosts through it, and workers watch the
+// master's to know it is alive. `train` starts the image's sshd as its own child (so it is reaped and
+// ended with the job) unless one already answers on this host.
+#pragma once
+
+#include "environment_map.h"
+#include "job_waiter.h"
+#include "multi_host_settings.h"
+
+#include <string>
+#include <sys/types.h>
+
+namespace train {
+
+class SshdService {
+ public:
+  // Starts sshd and waits (bounded) until it answers on `address`. Throws std::runtime_error with the reason
+  // and what to do when it cannot.
+  SshdService(const MultiHostSettings& settings, const std::string& address, const EnvironmentMap& environment,
+              JobWaiter& waiter);
+  ~SshdService();
+  SshdService(const SshdService&) = delete;
+  SshdService& operator=(const SshdService&) = delete;
+
+  // Ends our sshd (not one that was already running). Safe to call twice.
+  void stop();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace train

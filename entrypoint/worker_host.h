@@ -1,0 +1,21 @@
+// A worker host's part of a multi-host job: its sshd is up; the master's mpirun starts the ranks here
+// through it. The worker waits (bounded) for them to appear, watches them until they are gone, and
+// watches the master throughout, so that a lost master ends this host too instead of hanging it.
+#pragma once
+
+#include "job_description.h"
+#include "job_waiter.h"
+#include "multi_host_settings.h"
+
+#include <chrono>
+#include <string>
+
+namespace train {
+
+// Returns 0 when this host's ranks have come and gone while the master stayed reachable (the master
+// reports the job's outcome), 128+N after a stop signal N. Throws HostFailure when the master never
+// answered, the ranks never appeared, or the master was lost.
+int run_worker(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,
+               std::chrono::seconds stop_grace, JobWaiter& waiter);
+
+}  // namespace train

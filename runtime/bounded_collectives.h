@@ -1,0 +1,21 @@
+// Collectives that give up: a rank that hangs (stopped, deadlocked, on a host that vanished without
+// closing its sockets) would leave every other rank blocked in MPI_Allreduce or MPI_Barrier forever. These
+// run the non-blocking form and throw MpiError, naming `what` and TRAIN_STEP_TIMEOUT_SECONDS, once
+// `timeout` passes; the rank's error then ends the job through mpirun.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+
+namespace train {
+
+void bounded_allreduce(void* buffer, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       std::chrono::milliseconds timeout, const char* what);
+
+void bounded_barrier(MPI_Comm comm, std::chrono::milliseconds timeout, const char* what);
+
+// Waits for `request` (polling, so the wait can end); throws MpiError after `timeout`.
+void wait_bounded(MPI_Request& request, std::chrono::milliseconds timeout, const char* what);
+
+}  // namespace train

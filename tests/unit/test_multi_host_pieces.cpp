@@ -1,0 +1,263 @@
+// The pieces of a multi-host launch that can be checked inside one process: the host file, the timeout
+// variables, the SSH probe, finding Open MPI daemons by namespace, and AWS Batch registration over real TCP
+// on the loopback interface. tests/cluster runs the whole thing across simulated hosts.
+#include "entrypoint/batch_registration.h"
+#include "entrypoint/config_error.h"
+#include "entrypoint/job_waiter.h"
+#include "entrypoint/mpirun_command.h"
+#include "entrypoint/multi_host_settings.h"
+#include "entrypoint/network_probe.h"
+#include "entrypoint/ranks_on_host.h"
+#include "entrypoint/signal_inbox.h"
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <filesystem>
+#include <future>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace train;
+
+namespace {
+
+// A one-connection TCP server on 127.0.0.1 that greets with `greeting`; returns its port.
+class GreetingServer {
+ public:
+  explicit GreetingServer(std::string greeting) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(fd_, 4) == 0);
+    socklen_t size = sizeof address;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this, greeting = std::move(greeting)] {
+      int client = ::accept(fd_, nullptr, nullptr);
+      if (client < 0) return;
+      if (!greeting.empty()) (void)!::write(client, greeting.data(), greeting.size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::close(client);
+    });
+  }
+  ~GreetingServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A port on 127.0.0.1 that nothing listens on (bound, then released).
+int unused_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t size = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+BatchNodeInfo batch_node(int index, int num_nodes) {
+  BatchNodeInfo node;
+  node.node_index = index;
+  node.main_node_index = 0;
+  node.num_nodes = num_nodes;
+  if (index != 0) node.main_node_address = "127.0.0.1";
+  return node;
+}
+
+}  // namespace
+
+TEST_CASE("the host file has one line per host in rank order with one slot per rank", "[multi_host]") {
+  CHECK(hostfile_text({"algo-1", "algo-2", "algo-10"}, 4) ==
+        "algo-1 slots=4 max_slots=4\nalgo-2 slots=4 max_slots=4\nalgo-10 slots=4 max_slots=4\n");
+}
+
+TEST_CASE("a host file replaces the host list on mpirun's command line", "[multi_host]") {
+  JobDescription job;
+  job.cluster.hosts = {"algo-1", "algo-2"};
+  job.cluster.current_host = job.cluster.master_host = "algo-1";
+  job.ranks_per_host = 2;
+  job.hyperparameters = parse_hyperparameters(nlohmann::json::object(), "hyperparameters.json");
+  auto command = build_mpirun_command(job, {"train", "rank"}, {}, "mpirun", "/tmp/hosts");
+  auto at = std::find(command.begin(), command.end(), "--hostfile");
+  REQUIRE(at != command.end());
+  CHECK(*(at + 1) == "/tmp/hosts");
+  CHECK(std::find(command.begin(), command.end(), "--host") == command.end());
+}
+
+TEST_CASE("multi-host timeouts have defaults and can be overridden", "[multi_host]") {
+  auto defaults = multi_host_settings_from_environment({});
+  CHECK(defaults.peers_timeout == std::chrono::seconds(600));
+  CHECK(defaults.master_lost_timeout == std::chrono::seconds(30));
+  CHECK(defaults.registration_port == 7627);
+  auto changed = multi_host_settings_from_environment(
+      {{"TRAIN_PEERS_TIMEOUT_SECONDS", "12"}, {"TRAIN_MASTER_LOST_SECONDS", "3"}, {"TRAIN_REGISTRATION_PORT", "9000"},
+       {"TRAIN_RESOLVE_TIMEOUT_SECONDS", "7"}, {"TRAIN_RANKS_TIMEOUT_SECONDS", "40"}, {"TRAIN_SSHD", "none"}});
+  CHECK(changed.peers_timeout == std::chrono::seconds(12));
+  CHECK(changed.master_lost_timeout == std::chrono::seconds(3));
+  CHECK(changed.registration_port == 9000);
+  CHECK(changed.resolve_timeout == std::chrono::seconds(7));
+  CHECK(changed.ranks_timeout == std::chrono::seconds(40));
+  CHECK(changed.sshd == "none");
+}
+
+TEST_CASE("a malformed multi-host timeout names the variable and what was expected", "[multi_host]") {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"TRAIN_PEERS_TIMEOUT_SECONDS", "ten"},
+           {"TRAIN_MASTER_LOST_SECONDS", "-1"},
+           {"TRAIN_REGISTRATION_PORT", "70000"},
+           {"TRAIN_REGISTRATION_PORT", "0"}}) {
+    try {
+      multi_host_settings_from_environment({{name, value}});
+      FAIL("accepted " << name << "=" << value);
+    } catch (const ConfigError& error) {
+      std::string message = error.what();
+      CHECK(message.find(name) != std::string::npos);
+      CHECK(message.find("expected a whole number") != std::string::npos);
+      CHECK(message.find("\"" + value + "\"") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("the SSH probe tells an sshd from other servers and from nothing", "[multi_host]") {
+  std::string why_not;
+  {
+    GreetingServer sshd("SSH-2.0-OpenSSH_9.2\r\n");
+    CHECK(ssh_answers("127.0.0.1", sshd.port(), std::chrono::seconds(2), &why_not));
+  }
+  {
+    GreetingServer web("HTTP/1.1 400 Bad Request\r\n");
+    CHECK_FALSE(ssh_answers("127.0.0.1", web.port(), std::chrono::seconds(2), &why_not));
+    CHECK(why_not.find("not an SSH server") != std::string::npos);
+  }
+  CHECK_FALSE(ssh_answers("127.0.0.1", unused_port(), std::chrono::seconds(2), &why_not));
+  CHECK(why_not.find("refused") != std::string::npos);
+}
+
+TEST_CASE("host names resolve to IPv4 addresses, and a bad name says why", "[multi_host]") {
+  CHECK(resolve_ipv4("127.0.0.1") == std::optional<std::string>("127.0.0.1"));
+  CHECK(resolve_ipv4("localhost").has_value());
+  std::string why_not;
+  CHECK_FALSE(resolve_ipv4("no-such-host.invalid", &why_not).has_value());
+  CHECK_FALSE(why_not.empty());
+}
+
+TEST_CASE("the loopback interface is found with its address", "[multi_host]") {
+  auto names = interface_names();
+  CHECK(std::find(names.begin(), names.end(), "lo") != names.end());
+  CHECK(interface_ipv4("lo") == std::optional<std::string>("127.0.0.1"));
+  CHECK_FALSE(interface_ipv4("no-such-if0").has_value());
+}
+
+TEST_CASE("Open MPI daemons are found on this host only", "[multi_host]") {
+  // A process named orted in our namespaces counts; one in another network namespace (another simulated
+  // host) does not.
+  auto directory = std::filesystem::temp_directory_path() / ("orted-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  auto daemon = directory / "orted";
+  std::filesystem::copy_file("/bin/sleep", daemon, std::filesystem::copy_options::overwrite_existing);
+  auto start = [&](bool other_namespace) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      if (other_namespace) ::execl("/usr/bin/unshare", "unshare", "--net", daemon.c_str(), "30", nullptr);
+      else ::execl(daemon.c_str(), "orted", "30", nullptr);
+      ::_exit(127);
+    }
+    return pid;
+  };
+  pid_t here = start(false);
+  pid_t elsewhere = start(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto found = mpi_daemons_on_this_host();
+  CHECK(std::find(found.begin(), found.end(), here) != found.end());
+  CHECK(std::find(found.begin(), found.end(), elsewhere) == found.end());
+  ::kill(here, SIGKILL);
+  ::kill(elsewhere, SIGKILL);
+  ::waitpid(here, nullptr, 0);
+  ::waitpid(elsewhere, nullptr, 0);
+  std::filesystem::remove_all(directory);
+  // unshare execs the daemon in the same process, so `elsewhere` was the daemon itself: make sure the
+  // check above looked at a live one.
+  REQUIRE(::geteuid() == 0);
+}
+
+TEST_CASE("AWS Batch children register with the main node; duplicates and strangers are handled",
+          "[multi_host]") {
+  SignalInbox inbox;
+  JobWaiter waiter(inbox);
+  const int port = unused_port();
+  RegistrationServer server(port);
+  auto child = [&](int index, int slots) {
+    return std::async(std::launch::async, [=] {
+      SignalInbox child_inbox;
+      JobWaiter child_waiter(child_inbox);
+      BatchNodeInfo node = batch_node(index, 3);
+      node.main_node_address = "127.0.0.1";
+      return register_with_main_node(node, slots, port, std::chrono::seconds(10), child_waiter);
+    });
+  };
+  auto stranger = child(0, 2);  // node index 0 is the main node itself, not a child: refused
+  auto first = child(2, 2);
+  auto again = child(2, 2);  // node 2 once more, as after a restart: the later one counts
+  auto second = child(1, 2);
+  auto children = server.collect(batch_node(0, 3), 2, std::chrono::seconds(10), waiter);
+  REQUIRE(children.size() == 2);
+  CHECK(children.at(1).address == "127.0.0.1");
+  CHECK(children.at(2).slots == 2);
+  CHECK(first.get() == "127.0.0.1");
+  CHECK(second.get() == "127.0.0.1");
+  CHECK(again.get() == "127.0.0.1");
+  CHECK(server.own_address() == "127.0.0.1");
+  CHECK_THROWS_WITH(stranger.get(), Catch::Contains("node index 0 is not a child"));
+
+  server.refuse_from_now_on("training has started");
+  auto late = child(1, 2);
+  CHECK_THROWS_WITH(late.get(), Catch::Contains("training has started"));
+}
+
+TEST_CASE("a child with a different slot count fails the registration on both sides", "[multi_host]") {
+  SignalInbox inbox;
+  JobWaiter waiter(inbox);
+  const int port = unused_port();
+  RegistrationServer server(port);
+  auto child = std::async(std::launch::async, [=] {
+    SignalInbox child_inbox;
+    JobWaiter child_waiter(child_inbox);
+    return register_with_main_node(batch_node(1, 2), 4, port, std::chrono::seconds(10), child_waiter);
+  });
+  CHECK_THROWS_WITH(server.collect(batch_node(0, 2), 8, std::chrono::seconds(10), waiter),
+                    Catch::Contains("node 1 runs 4 rank(s) but the main node runs 8"));
+  CHECK_THROWS_WITH(child.get(), Catch::Contains("runs 4 rank(s)"));
+}
+
+TEST_CASE("the main node gives up on missing children after its timeout, naming them", "[multi_host]") {
+  SignalInbox inbox;
+  JobWaiter waiter(inbox);
+  RegistrationServer server(unused_port());
+  CHECK_THROWS_WITH(server.collect(batch_node(0, 3), 1, std::chrono::seconds(1), waiter),
+                    Catch::Contains("2 of 2 child node(s) did not register within 1 s (missing node index 1, 2)"));
+}
+
+TEST_CASE("a child gives up on an unreachable main node after its timeout", "[multi_host]") {
+  SignalInbox inbox;
+  JobWaiter waiter(inbox);
+  CHECK_THROWS_WITH(register_with_main_node(batch_node(1, 2), 1, unused_port(), std::chrono::seconds(2), waiter),
+                    Catch::Contains("could not register with the main node 127.0.0.1"));
+}
