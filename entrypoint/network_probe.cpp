@@ -1,5 +1,7 @@
 #include "network_probe.h"
 
+#include "log.h"
+
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
@@ -90,24 +92,37 @@ bool ssh_answers(const std::string& address, int port, std::chrono::milliseconds
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int fd = connect_tcp(address, port, timeout, why_not);
   if (fd < 0) return false;
-  // An SSH server speaks first: "SSH-2.0-...". Reading four bytes tells sshd from anything else
+  // An SSH server speaks first: "SSH-2.0-...\r\n". Reading that line tells sshd from anything else
   // listening there (and from a port that accepts and then closes, as a dying sshd may).
-  char greeting[4] = {};
-  size_t got = 0;
-  while (got < sizeof greeting) {
-    pollfd waiting{fd, POLLIN, 0};
-    int ready = ::poll(&waiting, 1, millis_left(deadline));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) break;
-    ssize_t count = ::read(fd, greeting + got, sizeof greeting - got);
-    if (count < 0 && errno == EINTR) continue;
-    if (count <= 0) break;
-    got += static_cast<size_t>(count);
+  auto read_some = [&](char* buffer, size_t size) -> ssize_t {
+    while (true) {
+      pollfd waiting{fd, POLLIN, 0};
+      int ready = ::poll(&waiting, 1, millis_left(deadline));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return -1;
+      ssize_t count = ::read(fd, buffer, size);
+      if (count < 0 && errno == EINTR) continue;
+      return count;
+    }
+  };
+  std::string greeting;
+  char c = 0;
+  while (greeting.size() < 255 && read_some(&c, 1) == 1 && c != '\n') greeting.push_back(c);
+  const bool is_ssh = greeting.rfind("SSH-", 0) == 0;
+  if (is_ssh) {
+    // Leave as a polite client would: our own identification, then end of stream, then read what the
+    // server still sends until it closes. Dropping the connection with its data unread would make sshd
+    // log a reset for every probe.
+    write_fully(fd, "SSH-2.0-train_probe\r\n");
+    ::shutdown(fd, SHUT_WR);
+    char drain[4096];
+    while (read_some(drain, sizeof drain) > 0) {
+    }
   }
   ::close(fd);
-  if (got == sizeof greeting && std::memcmp(greeting, "SSH-", 4) == 0) return true;
+  if (is_ssh) return true;
   if (why_not) {
-    *why_not = got == 0 ? "connected, but no SSH greeting came" : "connected, but what answered is not an SSH server";
+    *why_not = greeting.empty() ? "connected, but no SSH greeting came" : "connected, but what answered is not an SSH server";
   }
   return false;
 }

@@ -31,11 +31,12 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
         "image or unset TRAIN_SSHD so that train starts /usr/sbin/sshd",
         address, settings.ssh_port));
   }
-  // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps.
+  // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps; errors
+  // only, or every connection (mpirun's, and the workers' probes of the master) would add log lines.
   SpawnOptions options;
   options.capture_output = false;
   options.die_with_parent = true;
-  pid_ = spawn_child({settings.sshd, "-D", "-e"}, environment, options).pid;
+  pid_ = spawn_child({settings.sshd, "-D", "-e", "-o", "LogLevel=ERROR"}, environment, options).pid;
   log_info("started {} (pid {}); waiting for it to answer on {}:{}", settings.sshd, pid_, address, settings.ssh_port);
   const auto deadline = std::chrono::steady_clock::now() + sshd_start_limit;
   std::string why_not;

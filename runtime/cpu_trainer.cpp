@@ -17,6 +17,7 @@
 #include "mpi_check.h"
 #include "stop_request.h"
 #include "bounded_collectives.h"
+#include "replica_check.h"
 #include "training_settings.h"
 
 #include <fmt/format.h>
@@ -124,6 +125,7 @@ class CpuTrainer {
     }
     // The last epoch ends with the last step (or with max_steps).
     end_of_epoch(epoch, /*final=*/true);
+    check_replicas_agree(model_->all_values().data(), model_->all_values().size(), identity_, comm_, step_timeout_ms());
     write_model();
     return 0;
   }

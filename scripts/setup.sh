@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libopenmpi-dev openmpi-bin          # MPI for the ranks, mpirun for the launcher
   nlohmann-json3-dev libfmt-dev       # JSON parsing; formatting (used header-only, so linked in)
-  libjpeg62-turbo-dev libpng-dev      # image folders: JPEG (libjpeg-turbo's libjpeg API) and PNG decoding
+  libjpeg62-turbo-dev libpng-dev zlib1g-dev  # JPEG (libjpeg-turbo's libjpeg API) and PNG decoding; gzip TFRecord shards
   dataset-fashion-mnist               # real data: scripts/make_fashion_mnist_folder.py makes an image folder of it
   catch2                              # unit tests
   libopenblas-dev                     # BLAS (sgemm/dgemm) behind the CPU kernels' matrix products
@@ -17,6 +17,7 @@ packages=(
   python3                             # launch tests drive the real binary from Python's unittest
   python3-torch python3-torchvision   # tests/python: model files must load in torchvision (and PyTorch parity)
   procps util-linux iproute2          # ps/pgrep, unshare (PID-1 tests), ip
+  openssh-server openssh-client       # sshd and ssh between hosts of multi-host jobs (scripts/simcluster.py)
 )
 
 sudo=""

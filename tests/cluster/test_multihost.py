@@ -1,0 +1,400 @@
+"""Multi-host jobs with the real `train` on simulated hosts (scripts/simcluster.py: one network, UTS and
+mount namespace per host, a real sshd on each, each host's own /opt/ml), started as a container starts it.
+
+- 3 hosts x 2 ranks train ResNet-50 for a few steps: one model, identical parameters on every rank, and the
+  same model as one host with 6 ranks (same seed, same data);
+- the same through AWS Batch variables, children starting in random order and one 10 s late;
+- faults, each ending in bounded time with the documented exit code on every host, a precise failure file,
+  and no process of the job left on any host: a rank killed on a worker, a worker that never starts, the
+  master killed, SIGTERM to the master (checkpoint, then a restarted job resumes), a wrong network
+  interface, a host name that resolves late, a hanging rank (the step timeout ends it).
+
+Runs as root (namespaces, sshd). Run: /usr/bin/python3 test_multihost.py --train PATH
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+import simcluster  # noqa: E402
+from safetensors_numpy import read_safetensors  # noqa: E402
+
+TRAIN = None
+
+# ResNet-50 on small synthetic images: the real model, a few seconds per step here.
+RESNET50_JOB = {"num_layers": 50, "image_shape": "3,32,32", "data_format": "synthetic", "num_classes": 10,
+                "mini_batch_size": 4, "processes_per_host": 2, "max_steps": 2, "seed": 11}
+# For faults mid-training: small and long enough to be interrupted.
+LONG_JOB = {"num_layers": 18, "image_shape": "3,32,32", "data_format": "synthetic", "num_classes": 10,
+            "mini_batch_size": 4, "processes_per_host": 2, "max_steps": 400, "seed": 3}
+# Every wait in these tests; the job's own bounds are much shorter.
+JOB_LIMIT = 240
+# Float tolerance between the 3-host and the 1-host model: only the order of the allreduce's sums may
+# differ between the two.
+MODEL_RTOL, MODEL_ATOL = 1e-4, 1e-6
+# Short bounds so that faults end quickly.
+FAST_FAULTS = {"TRAIN_PEERS_TIMEOUT_SECONDS": "8", "TRAIN_MASTER_LOST_SECONDS": "5",
+               "TRAIN_RANKS_TIMEOUT_SECONDS": "120", "TRAIN_STOP_GRACE_SECONDS": "60"}
+
+
+class Job:
+    """`train` started on some hosts of a cluster, each host's output in its own log file."""
+
+    def __init__(self, cluster, env=None, batch=False):
+        self.cluster = cluster
+        self.env = dict(env or {})
+        self.batch = batch
+        self.processes = {}
+        self.codes = {}
+        self.started_at = {}
+
+    def start(self, host, delay=0.0):
+        if delay:
+            time.sleep(delay)
+        env = dict(self.env)
+        if self.batch:
+            env.update(simcluster.batch_environment(self.cluster, host))
+        argv = [TRAIN] if self.batch else [TRAIN, "train"]
+        log = open(self.log_path(host), "ab")
+        self.processes[host] = self.cluster.popen(host, argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.started_at[host] = time.monotonic()
+        log.close()
+
+    def log_path(self, host):
+        return os.path.join(self.cluster.host_dir(host), "train.log")
+
+    def log(self, host):
+        with open(self.log_path(host), errors="replace") as f:
+            return f.read()
+
+    def wait_for_line(self, host, pattern, timeout=JOB_LIMIT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log(host), re.MULTILINE):
+                return
+            if self.processes[host].poll() is not None:
+                raise AssertionError(f"train on {host} exited before printing /{pattern}/:\n{self.log(host)}")
+            time.sleep(0.2)
+        raise AssertionError(f"no /{pattern}/ on {host} within {timeout} s:\n{self.log(host)}")
+
+    def wait(self, timeout=JOB_LIMIT):
+        """Every started host's exit code; fails the test if one is still running after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        for host, process in self.processes.items():
+            try:
+                self.codes[host] = process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logs = "\n".join(f"--- {h}:\n{self.log(h)[-3000:]}" for h in self.processes)
+                raise AssertionError(f"train on {host} still runs after {timeout} s\n{logs}")
+        return self.codes
+
+    def describe(self):
+        return "\n".join(f"--- {host} (exit {self.codes.get(host)}):\n{self.log(host)[-4000:]}"
+                         for host in self.processes)
+
+
+def rank_processes(cluster, host):
+    """The `train rank` processes on a host."""
+    found = []
+    for pid in cluster.pids(host):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 2 and argv[0].endswith(b"train") and argv[1] == b"rank":
+            found.append(pid)
+    return found
+
+
+def failure_text(cluster, host):
+    path = os.path.join(cluster.opt_ml(host), "output", "failure")
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def model_path(cluster, host):
+    return os.path.join(cluster.opt_ml(host), "model", "model.safetensors")
+
+
+class MultiHostTest(unittest.TestCase):
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="multihost-")
+
+    def tearDown(self):
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def cluster(self, hosts=3):
+        return simcluster.SimCluster(hosts, os.path.join(self.workdir, f"cluster-{time.monotonic_ns()}"))
+
+    def assert_nothing_left(self, cluster, hosts=None):
+        """No process of the job on any host (a few seconds' grace for the kernel to finish reaping)."""
+        deadline = time.monotonic() + 10
+        while True:
+            left = {host: cluster.pids(host) for host in (hosts or cluster.hosts)}
+            left = {host: pids for host, pids in left.items() if pids}
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        described = {host: [open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ")[:80]
+                            for p in pids if os.path.exists(f"/proc/{p}")] for host, pids in left.items()}
+        self.assertEqual(left, {}, f"processes left: {described}")
+
+    def start_all(self, job, order=None, delays=None):
+        for host in order or job.cluster.hosts:
+            job.start(host, (delays or {}).get(host, 0.0))
+
+    # -- training across hosts -------------------------------------------------------------------------
+
+    one_host_models = {}
+
+    def single_host_model(self, hyperparameters):
+        """The model of the same job on one host with all the ranks (6), run directly on this machine
+        (once per set of hyperparameters)."""
+        key = json.dumps(hyperparameters, sort_keys=True)
+        if key not in MultiHostTest.one_host_models:
+            MultiHostTest.one_host_models[key] = self.train_on_one_host(hyperparameters)
+        return MultiHostTest.one_host_models[key]
+
+    def train_on_one_host(self, hyperparameters):
+        base = os.path.join(self.workdir, "one-host")
+        config = os.path.join(base, "input", "config")
+        os.makedirs(config)
+        ranks = 3 * hyperparameters["processes_per_host"]
+        one_host = dict(hyperparameters, processes_per_host=ranks,
+                        mini_batch_size=3 * hyperparameters["mini_batch_size"])
+        with open(os.path.join(config, "resourceconfig.json"), "w") as f:
+            json.dump({"current_host": "algo-1", "hosts": ["algo-1"]}, f)
+        with open(os.path.join(config, "hyperparameters.json"), "w") as f:
+            json.dump(simcluster.sdk_encoded_hyperparameters(one_host), f)
+        result = subprocess.run([TRAIN], env={"PATH": os.environ["PATH"], "SAGEMAKER_BASE_DIR": base},
+                                capture_output=True, text=True, timeout=JOB_LIMIT)
+        self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+        self.assertIn(f"parameters identical on all {ranks} ranks", result.stderr)
+        return read_safetensors(os.path.join(base, "model", "model.safetensors"))
+
+    def assert_models_close(self, multi_host, one_host):
+        self.assertEqual(sorted(multi_host), sorted(one_host))
+        worst = 0.0
+        for name, value in multi_host.items():
+            expected = one_host[name]
+            self.assertEqual(value.shape, expected.shape, name)
+            if value.dtype.kind == "f":
+                difference = np.abs(value.astype(np.float64) - expected)
+                worst = max(worst, float(np.max(difference / (MODEL_ATOL + MODEL_RTOL * np.abs(expected)),
+                                                initial=0.0)))
+            else:
+                np.testing.assert_array_equal(value, expected, err_msg=name)
+        print(f"3 hosts x 2 ranks vs 1 host x 6 ranks: worst |difference| / (atol + rtol*|value|) = {worst:.3g} "
+              f"(rtol {MODEL_RTOL}, atol {MODEL_ATOL})", flush=True)
+        self.assertLessEqual(worst, 1.0)
+
+    def check_three_host_training(self, job):
+        codes = job.wait()
+        self.assertEqual(codes, {host: 0 for host in job.cluster.hosts}, job.describe())
+        master, workers = job.cluster.hosts[0], job.cluster.hosts[1:]
+        self.assertIn("parameters identical on all 6 ranks", job.log(master), job.describe())
+        self.assertTrue(os.path.exists(model_path(job.cluster, master)))
+        self.assertTrue(os.path.exists(os.path.join(job.cluster.opt_ml(master), "output", "success")))
+        for worker in workers:
+            self.assertFalse(os.path.exists(model_path(job.cluster, worker)), "only rank 0 writes the model")
+            self.assertIsNone(failure_text(job.cluster, worker))
+        # Each rank saw its own host's SM_CURRENT_HOST (the ranks' identity lines name their hosts).
+        for rank in range(6):
+            host = f"node-{rank // 2}" if job.batch else job.cluster.hosts[rank // 2]
+            self.assertRegex(job.log(master), rf"rank {rank} of 6 \(local rank {rank % 2} of 2\) on host {host}:")
+        self.assert_nothing_left(job.cluster)
+        return read_safetensors(model_path(job.cluster, master))
+
+    def test_three_hosts_train_resnet50_like_one_host(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(RESNET50_JOB))
+            job = Job(cluster)
+            self.start_all(job)
+            model = self.check_three_host_training(job)
+        self.assert_models_close(model, self.single_host_model(RESNET50_JOB))
+
+    def test_aws_batch_children_in_random_order_one_late(self):
+        with self.cluster() as cluster:
+            for host in cluster.hosts:
+                config = os.path.join(cluster.opt_ml(host), "input", "config")
+                os.makedirs(config, exist_ok=True)
+                with open(os.path.join(config, "hyperparameters.json"), "w") as f:
+                    json.dump(simcluster.sdk_encoded_hyperparameters(RESNET50_JOB), f)
+            job = Job(cluster, batch=True)
+            children = cluster.hosts[1:]
+            random.shuffle(children)
+            # The main node first (Batch starts it first); children in random order, the last 10 s late.
+            job.start(cluster.hosts[0])
+            threads = [threading.Thread(target=job.start, args=(host, 10.0 if i == len(children) - 1 else 0.5))
+                       for i, host in enumerate(children)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            model = self.check_three_host_training(job)
+            self.assertRegex(job.log(cluster.hosts[0]), r"node \d registered from 10\.")
+        self.assert_models_close(model, self.single_host_model(RESNET50_JOB))
+
+    # -- faults ----------------------------------------------------------------------------------------
+
+    def test_rank_killed_on_a_worker(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"step=2 ")
+            victims = rank_processes(cluster, "algo-2")
+            self.assertEqual(len(victims), 2, job.describe())
+            os.kill(victims[1], signal.SIGKILL)
+            codes = job.wait(timeout=90)
+            self.assertEqual(codes["algo-1"], 137, job.describe())
+            self.assertEqual(codes["algo-2"], 0, job.describe())
+            self.assertEqual(codes["algo-3"], 0, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertRegex(failure.splitlines()[0],
+                             r"^Rank [23] of 6 on host algo-2 was killed by signal 9 \(SIGKILL\)\.$", failure)
+            self.assert_nothing_left(cluster)
+
+    def test_worker_that_never_starts(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job, order=["algo-1", "algo-2"])
+            codes = job.wait(timeout=90)
+            self.assertEqual(codes["algo-1"], 124, job.describe())
+            self.assertEqual(codes["algo-2"], 75, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertTrue(failure.startswith("1 host(s) did not answer on port 22 within 8 s: algo-3."), failure)
+            self.assertIn("algo-3 (10.", failure)
+            worker_failure = failure_text(cluster, "algo-2")
+            self.assertTrue(worker_failure.startswith("Host algo-2 lost the master algo-1"), worker_failure)
+            self.assert_nothing_left(cluster)
+
+    def test_master_killed(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"step=2 ")
+            killed_at = time.monotonic()
+            for pid in cluster.pids("algo-1"):  # the host dies: every process on it at once
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            codes = job.wait(timeout=90)
+            took = time.monotonic() - killed_at
+            self.assertEqual(codes["algo-1"], -signal.SIGKILL)
+            for worker in ("algo-2", "algo-3"):
+                self.assertEqual(codes[worker], 75, job.describe())
+                failure = failure_text(cluster, worker)
+                self.assertTrue(failure.startswith(f"Host {worker} lost the master algo-1: its sshd at 10."),
+                                failure)
+            print(f"workers ended {took:.1f} s after the master was killed", flush=True)
+            self.assert_nothing_left(cluster)
+
+    def test_sigterm_to_master_checkpoints_and_restart_resumes(self):
+        hyperparameters = dict(LONG_JOB, max_steps=24)
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters))
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"step=2 ")
+            stopped_at = time.monotonic()
+            job.processes["algo-1"].send_signal(signal.SIGTERM)
+            codes = job.wait(timeout=120)
+            took = time.monotonic() - stopped_at
+            self.assertLess(took, 120, "SageMaker kills everything 120 s after SIGTERM")
+            self.assertEqual(codes, {"algo-1": 143, "algo-2": 0, "algo-3": 0}, job.describe())
+            self.assertRegex(job.log("algo-1"), r"checkpoint written at step \d+ \(stop request\)")
+            checkpoint = os.path.join(cluster.opt_ml("algo-1"), "checkpoints", "checkpoint.safetensors")
+            self.assertTrue(os.path.exists(checkpoint))
+            self.assertTrue(failure_text(cluster, "algo-1").startswith("The job was stopped by SIGTERM"))
+            stopped_step = int(re.search(r"stopped at step (\d+) on request", job.log("algo-1")).group(1))
+            self.assert_nothing_left(cluster)
+            print(f"every host exited {took:.1f} s after SIGTERM to the master (step {stopped_step})", flush=True)
+
+            restarted = Job(cluster, env=FAST_FAULTS)
+            for host in cluster.hosts:
+                os.rename(restarted.log_path(host), restarted.log_path(host) + ".first")
+            self.start_all(restarted)
+            codes = restarted.wait()
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, restarted.describe())
+            self.assertRegex(restarted.log("algo-1"), rf"resuming from /opt/ml/checkpoints/checkpoint.safetensors: "
+                                                      rf"step {stopped_step},")
+            self.assertIn("model written to /opt/ml/model after 24 steps", restarted.log("algo-1"))
+            self.assert_nothing_left(cluster)
+
+    def test_wrong_network_interface(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB),
+                                           network_interface_name="eth9")
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job)
+            codes = job.wait(timeout=60)
+            self.assertEqual(codes, {host: 65 for host in cluster.hosts}, job.describe())
+            for host in cluster.hosts:
+                failure = failure_text(cluster, host)
+                self.assertTrue(failure.startswith(
+                    f'The job\'s network interface "eth9" (resourceconfig.json network_interface_name, or '
+                    f'TRAIN_NETWORK_INTERFACE) does not exist on host {host}; its interfaces are: lo, eth0.'),
+                    failure)
+            self.assert_nothing_left(cluster)
+
+    def test_host_name_that_resolves_late(self):
+        hyperparameters = dict(LONG_JOB, max_steps=2)
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters))
+            cluster.set_hosts_entry("algo-3", False)
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"host name algo-3 does not resolve yet")
+            time.sleep(3)
+            cluster.set_hosts_entry("algo-3", True)
+            codes = job.wait()
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
+            self.assertRegex(job.log("algo-1"), r"host name algo-3 resolved to 10\.\S+ after \d+ s")
+            self.assert_nothing_left(cluster)
+
+    def test_hanging_rank_becomes_a_failure(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
+            job = Job(cluster, env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"))
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"step=2 ")
+            hung = rank_processes(cluster, "algo-3")[0]
+            os.kill(hung, signal.SIGSTOP)
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes["algo-1"], 124, job.describe())
+            self.assertEqual((codes["algo-2"], codes["algo-3"]), (0, 0), job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertRegex(failure, r"did not complete within 8 s.*another rank is stuck or gone", failure)
+            self.assert_nothing_left(cluster)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train", required=True)
+    args, rest = parser.parse_known_args()
+    TRAIN = os.path.abspath(args.train)
+    if os.geteuid() != 0:
+        sys.exit("test_multihost.py must run as root (network namespaces, sshd); it cannot be skipped")
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
