@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <filesystem>
 #include <stdexcept>
 #include <sys/wait.h>
 
@@ -31,6 +32,10 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
         "image or unset TRAIN_SSHD so that train starts /usr/sbin/sshd",
         address, settings.ssh_port));
   }
+  // Debian's sshd refuses to start without its privilege separation directory, which only its init
+  // script creates; a container has no init.
+  std::error_code ignored;
+  std::filesystem::create_directories("/run/sshd", ignored);
   // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps; errors
   // only, or every connection (mpirun's, and the workers' probes of the master) would add log lines.
   SpawnOptions options;
