@@ -12,6 +12,8 @@
 #include "mpirun_command.h"
 #include "multi_host_settings.h"
 #include "network_probe.h"
+#include "ranks_on_host.h"
+#include "rank_mark.h"
 #include "signal_inbox.h"
 #include "sshd_service.h"
 #include "worker_host.h"
@@ -198,6 +200,7 @@ class HostRun {
 
     const auto& batch = job_.cluster.batch;
     if (!job_.cluster.is_master()) {
+      clear_rank_mark();  // a mark left by an earlier job on this host is not this job's
       std::string master_address;
       if (batch) {
         master_address = batch->main_node_address;

@@ -1,5 +1,7 @@
 #include "rank_exec.h"
 
+#include "rank_mark.h"
+
 #include "child_process.h"
 #include "config_error.h"
 #include "descendants.h"
@@ -60,6 +62,7 @@ int run_rank_exec(const std::vector<std::string>& command) {
     job = load_job_description(JobPaths::from_environment(), environment, detect_host_resources(),
                                CheckMode::this_host);
     set_current_host_of_rank(job, *identity);
+    if (!job.cluster.single_host()) mark_rank_started();
   } catch (const ConfigError& error) {
     log_error("rank {}: the job description on this host is invalid:\n{}", identity->rank, error.what());
     return exit_code::invalid_job;

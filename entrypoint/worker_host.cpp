@@ -5,6 +5,7 @@
 #include "log.h"
 #include "network_probe.h"
 #include "ranks_on_host.h"
+#include "rank_mark.h"
 
 #include <fmt/format.h>
 
@@ -120,7 +121,7 @@ int run_worker(const JobDescription& job, const std::string& master_address, con
 
   MasterWatch master(job, master_address, settings);
   auto next_progress = clock::now() + progress_every;
-  while (mpi_daemons_on_this_host().empty()) {
+  while (mpi_daemons_on_this_host().empty() && !ranks_have_started()) {
     if (clock::now() - start > settings.ranks_timeout) {
       throw HostFailure(exit_code::timed_out,
                         fmt::format("Host {} waited {} s for the master {} to start ranks here, in vain.",
@@ -136,7 +137,7 @@ int run_worker(const JobDescription& job, const std::string& master_address, con
     master.check();
     if (!waiter.pause(poll_interval)) return stopped();
   }
-  log_info("the ranks have started on this host (Open MPI daemon running); watching them until they exit");
+  log_info("the ranks have started on this host; watching them until they exit");
 
   while (!mpi_daemons_on_this_host().empty()) {
     if (waiter.stop_signal()) {

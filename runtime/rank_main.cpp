@@ -9,6 +9,7 @@
 #include "../entrypoint/exit_codes.h"
 #include "../entrypoint/job_description.h"
 #include "../entrypoint/log.h"
+#include "../entrypoint/rank_mark.h"
 #include "../entrypoint/rank_environment.h"
 
 #include <fmt/format.h>
@@ -61,6 +62,7 @@ int run_rank_checked() {
   JobDescription job = load_job_description(JobPaths::from_environment(), current_environment(),
                                             detect_host_resources(), CheckMode::this_host);
   set_current_host_of_rank(job, identity);
+  if (!job.cluster.single_host()) mark_rank_started();
   for (auto& [name, value] : rank_program_environment(job, current_environment(), identity)) {
     ::setenv(name.c_str(), value.c_str(), 1);
   }

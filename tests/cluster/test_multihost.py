@@ -55,8 +55,9 @@ FAST_FAULTS = {"TRAIN_PEERS_TIMEOUT_SECONDS": "8", "TRAIN_MASTER_LOST_SECONDS": 
 class Job:
     """`train` started on some hosts of a cluster, each host's output in its own log file."""
 
-    def __init__(self, cluster, env=None, batch=False):
+    def __init__(self, cluster, env=None, batch=False, command=None):
         self.cluster = cluster
+        self.command = command or []
         self.env = dict(env or {})
         self.batch = batch
         self.processes = {}
@@ -70,6 +71,8 @@ class Job:
         if self.batch:
             env.update(simcluster.batch_environment(self.cluster, host))
         argv = [TRAIN] if self.batch else [TRAIN, "train"]
+        if self.command:
+            argv = [TRAIN, "--", *self.command]
         log = open(self.log_path(host), "ab")
         self.processes[host] = self.cluster.popen(host, argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         self.started_at[host] = time.monotonic()
@@ -252,6 +255,22 @@ class MultiHostTest(unittest.TestCase):
             model = self.check_three_host_training(job)
             self.assertRegex(job.log(cluster.hosts[0]), r"node \d registered from 10\.")
         self.assert_models_close(model, self.single_host_model(RESNET50_JOB))
+
+    def test_each_rank_sees_its_own_hosts_sm_variables(self):
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(
+                {"processes_per_host": 2}))
+            script = ('echo "rank $OMPI_COMM_WORLD_RANK: SM_CURRENT_HOST=$SM_CURRENT_HOST '
+                      'hostname=$(hostname) SM_HOSTS=$SM_HOSTS"')
+            job = Job(cluster, command=["/bin/sh", "-c", script])
+            self.start_all(job)
+            codes = job.wait(timeout=90)
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
+            for rank in range(6):
+                host = cluster.hosts[rank // 2]
+                self.assertIn(f'rank {rank}: SM_CURRENT_HOST={host} hostname={host} '
+                              f'SM_HOSTS=["algo-1","algo-2","algo-3"]', job.log("algo-1"))
+            self.assert_nothing_left(cluster)
 
     # -- faults ----------------------------------------------------------------------------------------
 
