@@ -59,8 +59,15 @@ std::vector<HyperparameterSpec> build_schema() {
        .help = "write a checkpoint every this many epochs (0: only at the end); also on SIGTERM"},
       {.name = "fusion_threshold_mb", .type = T::real, .default_value = "25", .minimum = 0, .maximum = 4096,
        .minimum_exclusive = true, .help = "gradient bucket size in MiB for the fused allreduce"},
-      {.name = "data_format", .type = T::choice, .default_value = "auto", .choices = {"auto", "image_folder", "synthetic"},
-       .help = "`auto`: the training channel's format; `synthetic`: random images, no channel needed (benchmarks)"},
+      {.name = "data_format", .type = T::choice, .default_value = "auto",
+       .choices = {"auto", "image_folder", "image_list", "tfrecord", "recordio", "synthetic"},
+       .help = "`auto`: detected per channel (see Data formats); the others force a format; `synthetic`: random "
+               "images, no channel needed (benchmarks)"},
+      {.name = "tfrecord_label_offset", .type = T::integer, .default_value = "1", .minimum = 0, .maximum = 1000000,
+       .help = "subtracted from TFRecord `image/class/label` (1 for the usual 1-based ImageNet shards; 0 for 0-based "
+               "labels)"},
+      {.name = "skip_corrupt", .type = T::boolean, .default_value = "false",
+       .help = "skip corrupt records and undecodable images (counted, reported every epoch) instead of failing"},
       {.name = "device", .type = T::choice, .default_value = "auto", .choices = {"auto", "cuda", "cpu"},
        .help = "`auto` uses the GPUs when there are any"},
       {.name = "processes_per_host", .type = T::integer, .default_note = "one per GPU; 1 on a CPU host",

@@ -5,6 +5,7 @@
 #include "../entrypoint/log.h"
 #include "cpu_resnet.h"
 #include "data/batch_loader.h"
+#include "data/data_channel.h"
 #include "data/data_error.h"
 #include "data/image_folder.h"
 #include "data/sample_source.h"
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #ifndef TRAIN_VERSION
@@ -54,23 +56,40 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}:{:02}", total / 3600, (total / 60) % 60, total % 60);
 }
 
-// Validation labels follow the training data's class names, not the validation folder's own order.
-data::ImageFolder align_validation_classes(data::ImageFolder validation, const data::ImageFolder& training) {
-  std::map<std::string, int32_t> label_of;
-  for (size_t i = 0; i < training.classes.size(); ++i) label_of[training.classes[i]] = static_cast<int32_t>(i);
-  std::vector<int32_t> remap;
-  for (const auto& name : validation.classes) {
-    auto found = label_of.find(name);
-    if (found == label_of.end()) {
-      throw data::DataError(fmt::format("validation class \"{}\" (folder {}/{}) is not a class of the training data; "
-                                        "validation classes must be training classes",
-                                        name, validation.root, name));
+// Record files are indexed by the first rank of each host, and the index is sent to the host's other ranks:
+// indexing reads a TFRecord data set through once, so once per host rather than once per rank. (Per host, not
+// per job: with ShardedByS3Key every host holds other files.) A failure to index fails every rank of the host
+// with the same message.
+data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::RecordIndex()>& build) {
+  MPI_Comm host;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int local_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(host, &local_rank));
+  data::RecordIndex index;
+  std::exception_ptr failure;
+  std::string bytes;  // the serialized index, or the failure's message
+  int64_t header[2] = {0, 0};  // failed, bytes
+  if (local_rank == 0) {
+    try {
+      index = build();
+      bytes = data::serialize_record_index(index);
+    } catch (const std::exception& error) {
+      failure = std::current_exception();
+      bytes = error.what();
+      header[0] = 1;
     }
-    remap.push_back(found->second);
+    header[1] = static_cast<int64_t>(bytes.size());
   }
-  for (auto& label : validation.labels) label = remap[static_cast<size_t>(label)];
-  validation.classes = training.classes;
-  return validation;
+  MPI_CHECK(MPI_Bcast(header, 2, MPI_INT64_T, 0, host));
+  bytes.resize(static_cast<size_t>(header[1]));
+  constexpr int64_t chunk = int64_t{1} << 30;
+  for (int64_t offset = 0; offset < header[1]; offset += chunk) {
+    MPI_CHECK(MPI_Bcast(bytes.data() + offset, static_cast<int>(std::min(chunk, header[1] - offset)), MPI_BYTE, 0, host));
+  }
+  MPI_CHECK(MPI_Comm_free(&host));
+  if (failure) std::rethrow_exception(failure);
+  if (header[0] != 0) throw data::DataError(bytes);
+  return local_rank == 0 ? std::move(index) : data::parse_record_index(bytes);
 }
 
 class CpuTrainer {
@@ -113,6 +132,7 @@ class CpuTrainer {
         end_of_epoch(epoch);
         epoch = batch.position.epoch;
       }
+      epoch_corrupt_skipped_ += batch.corrupt_skipped;
       const bool stop = train_one_step(batch, reducer);
       if (stop) {
         save_checkpoint(batch.next, "stop request");
@@ -132,18 +152,35 @@ class CpuTrainer {
 
  private:
   void open_data() {
-    std::optional<data::ImageFolder> training_folder;
     if (settings_.data_format == "synthetic") {
       const int classes = settings_.num_classes.value_or(1000);
       train_source_ = std::make_shared<data::SyntheticSource>(synthetic_samples, classes, settings_.height, settings_.width);
     } else {
-      training_folder = data::scan_image_folder(settings_.train_dir.string());
-      class_names_ = training_folder->classes;
-      data::ImageFolderOptions options;
-      options.height = settings_.height;
-      options.width = settings_.width;
-      options.augmentation = data::parse_augmentation(settings_.augmentation);
-      train_source_ = std::make_shared<data::ImageFolderSource>(*training_folder, options);
+      // The format is detected per channel (data_channel.h) unless data_format names one.
+      data::DataOptions options;
+      options.image.height = settings_.height;
+      options.image.width = settings_.width;
+      options.image.augmentation = data::parse_augmentation(settings_.augmentation);
+      options.tfrecord_label_offset = settings_.tfrecord_label_offset;
+      options.skip_corrupt = settings_.skip_corrupt;
+      options.share_index = [this](const std::function<data::RecordIndex()>& build) {
+        return index_once_per_host(comm_, build);
+      };
+      const auto format = data::parse_data_format(settings_.data_format);
+      auto list_dir = [](const std::optional<std::filesystem::path>& dir) {
+        return dir ? std::optional<std::string>(dir->string()) : std::nullopt;
+      };
+      auto training = data::open_channel(settings_.train_dir.string(), list_dir(settings_.train_list_dir), format, options);
+      report_corrupt_at_open("training", training, /*training=*/true);
+      class_names_ = training.class_names;
+      train_source_ = std::const_pointer_cast<data::SampleSource>(training.source);
+      if (settings_.validation_dir) {
+        options.image.augmentation = data::Augmentation::none;
+        auto validation = data::open_channel(settings_.validation_dir->string(), list_dir(settings_.validation_list_dir),
+                                             format, options, &training);
+        report_corrupt_at_open("validation", validation, /*training=*/false);
+        validation_source_ = std::const_pointer_cast<data::SampleSource>(validation.source);
+      }
     }
     classes_ = settings_.num_classes.value_or(train_source_->num_classes());
     if (train_source_->num_classes() > classes_) {
@@ -151,15 +188,20 @@ class CpuTrainer {
                                     "raise num_classes or leave it out to take it from the data",
                                     classes_, train_source_->num_classes()));
     }
-    if (settings_.validation_dir && training_folder) {
-      data::ImageFolderOptions options;
-      options.height = settings_.height;
-      options.width = settings_.width;
-      options.augmentation = data::Augmentation::none;
-      validation_source_ = std::make_shared<data::ImageFolderSource>(
-          align_validation_classes(data::scan_image_folder(settings_.validation_dir->string()), *training_folder),
-          options);
+    if (validation_source_ && validation_source_->num_classes() > classes_) {
+      throw ConfigError(fmt::format("the validation data has labels up to {} but the model has {} classes; the "
+                                    "validation labels must be classes of the training data",
+                                    validation_source_->num_classes() - 1, classes_));
     }
+  }
+
+  // Corrupt records found while indexing (skip_corrupt=true): every rank indexes the same files, so rank 0 speaks.
+  void report_corrupt_at_open(const char* channel, const data::OpenedData& opened, bool training) {
+    if (training) corrupt_at_open_ = opened.corrupt_at_open;
+    if (identity_.rank != 0 || opened.corrupt_at_open == 0) return;
+    log_info("{} data: skipped {} corrupt record{} while indexing {}", channel, opened.corrupt_at_open,
+             opened.corrupt_at_open == 1 ? "" : "s", opened.layout.root);
+    for (const auto& note : opened.corrupt_notes) log_info("  skipped: {}", note);
   }
 
   void build_model() {
@@ -332,10 +374,24 @@ class CpuTrainer {
 
   // After the last step of `epoch` (or the last step of training, `final`, which may end an epoch early).
   void end_of_epoch(int64_t epoch, bool final = false) {
+    if (settings_.skip_corrupt) report_corrupt(epoch);
     if (validation_source_) validate(epoch);
     const bool epoch_complete = !final || step_ % steps_per_epoch_ == 0;
     if (epoch_complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
       save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
+    }
+  }
+
+  // skip_corrupt=true: one line per epoch on rank 0 with the job's count (regex: corrupt_records_skipped=(\d+)).
+  // Records found corrupt while indexing are left out of every epoch; those found when loading were replaced
+  // in their batch by the next good sample (CorruptSkippingSource) and are counted each time it happens.
+  void report_corrupt(int64_t epoch) {
+    int64_t in_batches = epoch_corrupt_skipped_;
+    epoch_corrupt_skipped_ = 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &in_batches, 1, MPI_INT64_T, MPI_SUM, comm_));
+    if (identity_.rank == 0) {
+      write_line(1, fmt::format("epoch={} corrupt_records_skipped={} in_batches={} while_indexing={}", epoch,
+                                in_batches + corrupt_at_open_, in_batches, corrupt_at_open_));
     }
   }
 
@@ -432,6 +488,8 @@ class CpuTrainer {
   }
   std::shared_ptr<data::SampleSource> train_source_, validation_source_;
   std::vector<std::string> class_names_;
+  int64_t corrupt_at_open_ = 0;        // training records skipped while indexing
+  int64_t epoch_corrupt_skipped_ = 0;  // this rank's replaced samples in the current epoch's batches
   int classes_ = 0;
   std::unique_ptr<CpuResNet<float>> model_;
   std::vector<float> momentum_;

@@ -45,6 +45,8 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.checkpoint_frequency = hp.integer("checkpoint_frequency");
   settings.bucket_bytes = static_cast<size_t>(hp.real("fusion_threshold_mb") * 1024.0 * 1024.0);
   if (hp.has("data_format")) settings.data_format = hp.text("data_format");
+  if (hp.has("tfrecord_label_offset")) settings.tfrecord_label_offset = hp.integer("tfrecord_label_offset");
+  if (hp.has("skip_corrupt")) settings.skip_corrupt = hp.boolean("skip_corrupt");
 
   const Channel* train_channel = job.input.find("train");
   if (train_channel == nullptr) train_channel = job.input.find("training");
@@ -61,6 +63,10 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   }
   if (const Channel* validation = job.input.find("validation")) {
     settings.validation_dir = job.paths.channel(validation->name);
+  }
+  if (const Channel* list = job.input.find("train_lst")) settings.train_list_dir = job.paths.channel(list->name);
+  if (const Channel* list = job.input.find("validation_lst")) {
+    settings.validation_list_dir = job.paths.channel(list->name);
   }
   if (job.input.find("model") != nullptr) settings.weights_dir = job.paths.channel("model");
   const bool sharded = train_channel != nullptr && train_channel->distribution == S3Distribution::sharded_by_s3_key;

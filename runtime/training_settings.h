@@ -34,10 +34,15 @@ struct TrainingSettings {
   int64_t checkpoint_frequency = 1;
   size_t bucket_bytes = 25u << 20;
   std::string data_format = "auto";
+  int64_t tfrecord_label_offset = 1;  // subtracted from TFRecord labels
+  bool skip_corrupt = false;          // skip (and count) corrupt records instead of failing
 
   // Data: the training channel's directory, the validation channel's (if any), the weights channel's.
   std::filesystem::path train_dir;
   std::optional<std::filesystem::path> validation_dir;
+  // The built-in algorithm's image-list channels (train_lst, validation_lst): .lst files for the images
+  // in train_dir / validation_dir.
+  std::optional<std::filesystem::path> train_list_dir, validation_list_dir;
   std::optional<std::filesystem::path> weights_dir;
   // Ranks sharing one copy of the data: all ranks (FullyReplicated) or this host's (ShardedByS3Key).
   int data_rank = 0, data_ranks = 1;

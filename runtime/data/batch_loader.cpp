@@ -150,12 +150,14 @@ void BatchLoader::work() {
       int32_t* label = slot->batch.labels.data() + place;
       lock.unlock();
       std::exception_ptr error;
+      const int64_t skipped_before = scratch.corrupt_skipped;
       try {
         *label = source_->load(sample, options_.seed, epoch, out, scratch);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
+      slot->batch.corrupt_skipped += scratch.corrupt_skipped - skipped_before;
       if (error && place < slot->error_at) {
         slot->error = error;
         slot->error_at = place;
@@ -185,6 +187,7 @@ void BatchLoader::work() {
           batch.images.resize(static_cast<size_t>(batch.size) * image_floats);
           batch.labels.resize(static_cast<size_t>(batch.size));
           batch.samples.resize(static_cast<size_t>(batch.size));
+          batch.corrupt_skipped = 0;
           for (int i = 0; i < batch.size; ++i) {
             batch.samples[i] = (*next.shard)[static_cast<size_t>(batch.position.index + i)];
           }

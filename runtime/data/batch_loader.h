@@ -60,6 +60,7 @@ struct Batch {
   std::vector<float> images;      // size x height x width x 3 (NHWC), normalised
   std::vector<int32_t> labels;    // size
   std::vector<int64_t> samples;   // size: the dataset index of every image
+  int64_t corrupt_skipped = 0;    // corrupt samples replaced in this batch (skip_corrupt; see CorruptSkippingSource)
 };
 
 class BatchLoader {

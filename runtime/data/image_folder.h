@@ -13,6 +13,7 @@
 namespace train::data {
 
 struct ImageFolder {
+  std::string kind = "image folder";  // or "image list" (a .lst file's images): for messages
   std::string root;
   std::vector<std::string> classes;  // sorted subfolder names; label i is classes[i]
   std::vector<std::string> paths;    // every sample's file, in dataset order

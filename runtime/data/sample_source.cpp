@@ -13,6 +13,7 @@ namespace train::data {
 
 struct SampleScratch::Buffers {
   std::vector<uint8_t> file;
+  std::vector<uint8_t> spare;     // a second byte buffer (a multi-part record reassembled)
   std::vector<uint8_t> decoded;  // a JPEG region
   RgbImage png;
   std::vector<uint8_t> resampled;
@@ -32,11 +33,11 @@ SampleSource::SampleSource(int height, int width) : height_(height), width_(widt
 
 ImageFolderSource::ImageFolderSource(ImageFolder folder, const ImageFolderOptions& options)
     : SampleSource(options.height, options.width), folder_(std::move(folder)), options_(options) {
-  if (folder_.paths.empty()) throw DataError(fmt::format("image folder {}: no images", folder_.root));
+  if (folder_.paths.empty()) throw DataError(fmt::format("{} {}: no images", folder_.kind, folder_.root));
 }
 
 std::string ImageFolderSource::describe() const {
-  return fmt::format("image folder {}: {} images in {} classes, augmentation {}, input {}x{}", folder_.root,
+  return fmt::format("{} {}: {} images in {} classes, augmentation {}, input {}x{}", folder_.kind, folder_.root,
                      folder_.size(), folder_.classes.size(), augmentation_name(options_.augmentation), height_,
                      width_);
 }
@@ -57,20 +58,20 @@ int choose_dct_scale(const SampleGeometry& geometry) {
 
 }  // namespace
 
-int32_t ImageFolderSource::load(int64_t index, uint64_t seed, int64_t epoch, float* out,
-                                SampleScratch& scratch) const {
-  if (index < 0 || index >= size()) throw std::out_of_range(fmt::format("sample {} of {}", index, size()));
-  const std::string& path = folder_.paths[static_cast<size_t>(index)];
+std::vector<uint8_t>& scratch_bytes(SampleScratch& scratch) { return scratch.buffers().file; }
+std::vector<uint8_t>& scratch_spare_bytes(SampleScratch& scratch) { return scratch.buffers().spare; }
+
+void decode_augment_normalise(const uint8_t* data, size_t size, const std::string& name,
+                              const ImageFolderOptions& options, Rng& rng, SampleScratch& scratch, float* out) {
   auto& b = scratch.buffers();
-  read_file(path, b.file);
-  Rng rng(sample_key(seed, epoch, index));
+  const int height = options.height, width = options.width;
   RgbWindow window;
   SampleGeometry geometry;
-  switch (sniff_image_format(b.file.data(), b.file.size())) {
+  switch (sniff_image_format(data, size)) {
     case ImageFormat::jpeg: {
-      b.jpeg.start(b.file.data(), b.file.size(), path);
-      geometry = plan_geometry(b.jpeg.height(), b.jpeg.width(), height_, width_, options_.augmentation, rng);
-      const int eighths = options_.jpeg_dct_scaling ? choose_dct_scale(geometry) : 8;
+      b.jpeg.start(data, size, name);
+      geometry = plan_geometry(b.jpeg.height(), b.jpeg.width(), height, width, options.augmentation, rng);
+      const int eighths = options.jpeg_dct_scaling ? choose_dct_scale(geometry) : 8;
       if (eighths != 8) {
         geometry.x = geometry.x.scaled(eighths, JpegDecoder::scaled_size(b.jpeg.width(), eighths));
         geometry.y = geometry.y.scaled(eighths, JpegDecoder::scaled_size(b.jpeg.height(), eighths));
@@ -81,14 +82,14 @@ int32_t ImageFolderSource::load(int64_t index, uint64_t seed, int64_t epoch, flo
           b.jpeg.decode(eighths, b.fx.need_lo, b.fx.need_hi, b.fy.need_lo, b.fy.need_hi, b.decoded);
       if (region.x > b.fx.need_lo || region.x + region.width < b.fx.need_hi || region.y > b.fy.need_lo ||
           region.y + region.height < b.fy.need_hi) {
-        throw DataError(fmt::format("{}: the JPEG decoder returned a smaller region than asked for", path));
+        throw DataError(fmt::format("{}: the JPEG decoder returned a smaller region than asked for", name));
       }
       window = RgbWindow{b.decoded.data(), static_cast<size_t>(region.width) * 3, region.x, region.y};
       break;
     }
     case ImageFormat::png: {
-      decode_png(b.file.data(), b.file.size(), path, b.png);
-      geometry = plan_geometry(b.png.height, b.png.width, height_, width_, options_.augmentation, rng);
+      decode_png(data, size, name, b.png);
+      geometry = plan_geometry(b.png.height, b.png.width, height, width, options.augmentation, rng);
       compute_filter(geometry.x, b.fx);
       compute_filter(geometry.y, b.fy);
       window = RgbWindow{b.png.pixels.data(), static_cast<size_t>(b.png.width) * 3, 0, 0};
@@ -96,12 +97,22 @@ int32_t ImageFolderSource::load(int64_t index, uint64_t seed, int64_t epoch, flo
     }
     case ImageFormat::unknown: {
       std::string start;
-      for (size_t i = 0; i < b.file.size() && i < 8; ++i) start += fmt::format("{}{:02x}", i ? " " : "", b.file[i]);
-      throw DataError(fmt::format("{}: not a JPEG or PNG file ({})", path,
-                                  b.file.empty() ? "it is empty" : "it starts with bytes " + start));
+      for (size_t i = 0; i < size && i < 8; ++i) start += fmt::format("{}{:02x}", i ? " " : "", data[i]);
+      throw DataError(fmt::format("{}: not a JPEG or PNG image ({})", name,
+                                  size == 0 ? "it is empty" : "it starts with bytes " + start));
     }
   }
   resample_normalise(window, b.fx, b.fy, geometry.flip, b.resample, out);
+}
+
+int32_t ImageFolderSource::load(int64_t index, uint64_t seed, int64_t epoch, float* out,
+                                SampleScratch& scratch) const {
+  if (index < 0 || index >= size()) throw std::out_of_range(fmt::format("sample {} of {}", index, size()));
+  const std::string& path = folder_.paths[static_cast<size_t>(index)];
+  auto& bytes = scratch.buffers().file;
+  read_file(path, bytes);
+  Rng rng(sample_key(seed, epoch, index));
+  decode_augment_normalise(bytes.data(), bytes.size(), path, options_, rng, scratch, out);
   return folder_.labels[static_cast<size_t>(index)];
 }
 

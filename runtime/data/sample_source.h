@@ -1,6 +1,7 @@
-// Where a batch's samples come from: an image folder (decoded and augmented) or synthetic noise. A
-// source turns (dataset index, seed, epoch) into one normalised NHWC float32 image and its label; it holds
-// no mutable state, so any number of threads may load from one source, each with its own scratch.
+// Where a batch's samples come from: an image folder or image list (decoded and augmented), record files
+// (record_source.h, decoded the same way) or synthetic noise. A source turns (dataset index, seed, epoch)
+// into one normalised NHWC float32 image and its label; it holds no mutable state, so any number of
+// threads may load from one source, each with its own scratch.
 #pragma once
 
 #include "runtime/data/image_folder.h"
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace train::data {
 
@@ -21,6 +23,8 @@ class SampleScratch {
   SampleScratch& operator=(const SampleScratch&) = delete;
   struct Buffers;
   Buffers& buffers() { return *buffers_; }
+  // Corrupt samples this thread skipped (CorruptSkippingSource adds to it; the loader reads it).
+  int64_t corrupt_skipped = 0;
 
  private:
   std::unique_ptr<Buffers> buffers_;
@@ -68,6 +72,16 @@ class ImageFolderSource : public SampleSource {
   ImageFolder folder_;
   ImageFolderOptions options_;
 };
+
+// The common path of every encoded-image source: decodes the JPEG or PNG in `data` (only the region the
+// crop needs, DCT-scaled when allowed), resamples it per `options` and the sample's `rng`, and writes
+// options.height x options.width x 3 normalised floats to `out`. Throws DataError starting with `name`.
+void decode_augment_normalise(const uint8_t* data, size_t size, const std::string& name,
+                              const ImageFolderOptions& options, Rng& rng, SampleScratch& scratch, float* out);
+
+// Per-thread buffers a source may read a file or a record into (reused from sample to sample).
+std::vector<uint8_t>& scratch_bytes(SampleScratch& scratch);
+std::vector<uint8_t>& scratch_spare_bytes(SampleScratch& scratch);
 
 // Noise images for benchmarks: sample i's pixels are uniform random bytes and its label uniform in
 // [0, num_classes), both drawn from (seed, i) alone (the same in every epoch), already at the input

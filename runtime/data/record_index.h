@@ -1,0 +1,81 @@
+// The index of a record-format data set: every usable record's place (file, byte offset, length) and
+// label, built by scanning the files once at start-up (or read from a RecordIO .idx), so that sample i is
+// addressable by index exactly like an image folder's file i: the sampler, sharding and exact resume work
+// unchanged. Also the tally of corrupt records found while indexing.
+#pragma once
+
+#include "runtime/data/data_error.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace train::data {
+
+struct RecordFile {
+  std::string path;  // what is read (for a gzip shard: its uncompressed copy)
+  std::string name;  // what messages call it (the user's file)
+};
+
+struct RecordEntry {
+  uint32_t file = 0;    // into RecordIndex::files
+  uint64_t offset = 0;  // where the record's framing starts
+  uint64_t length = 0;  // bytes of framing and data, through the last part's padding
+  int32_t label = 0;    // 0-based class
+};
+
+// Corrupt records met so far: with skip_corrupt they are counted (the first few described for the log);
+// without it the first one is thrown.
+class CorruptTally {
+ public:
+  explicit CorruptTally(bool skip) : skip_(skip) {}
+  // Throws `error` unless skipping; else counts it.
+  void add(const CorruptDataError& error);
+  bool skipping() const { return skip_; }
+  int64_t count() const { return count_; }
+  const std::vector<std::string>& notes() const { return notes_; }  // the first 20, as messages
+
+ private:
+  bool skip_;
+  int64_t count_ = 0;
+  std::vector<std::string> notes_;
+};
+
+// A folder made for this process and removed with everything in it when the last owner lets go: where
+// gzip-compressed shards are inflated so that their records can be read by offset.
+class TempFolder {
+ public:
+  TempFolder();
+  ~TempFolder();
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+enum class RecordFormat { tfrecord, recordio };
+
+struct RecordIndex {
+  RecordFormat format = RecordFormat::tfrecord;
+  std::string root;                    // the channel folder, for messages
+  std::vector<RecordFile> files;
+  std::vector<RecordEntry> entries;    // dataset order: files in sorted order, records in file order
+  int num_classes = 0;                 // the largest label + 1
+  int64_t corrupt_skipped = 0;         // found while indexing (skip_corrupt=true)
+  std::vector<std::string> corrupt_notes;
+  std::shared_ptr<TempFolder> inflated;  // keeps inflated gzip shards alive
+
+  int64_t size() const { return static_cast<int64_t>(entries.size()); }
+};
+
+// The index as bytes and back, so that one process per host can build it and hand it to the others
+// (every rank scanning every file would read the data set once per rank). `inflated` does not travel:
+// the builder keeps its inflated shards alive. Parsing throws DataError on bytes it did not write.
+std::string serialize_record_index(const RecordIndex& index);
+RecordIndex parse_record_index(const std::string& bytes);
+
+}  // namespace train::data

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Builds the data-format fuzz targets (fuzz_tfrecord, fuzz_tf_example, fuzz_recordio) with libFuzzer,
+# AddressSanitizer and UndefinedBehaviorSanitizer, writes seed corpora of valid records, and fuzzes each
+# for a bounded time. Exits non-zero on any crash, sanitizer report or unexpected exception (libFuzzer
+# leaves the input as BUILD_DIR/<target>-crash-*).
+#
+#   tests/fuzz/run_fuzz_data.sh BUILD_DIR    FUZZ_SECONDS (default 20) bounds each target; FUZZ_CXX defaults to clang++
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$(mkdir -p "$1" && cd "$1" && pwd)"
+cxx="${FUZZ_CXX:-clang++}"
+seconds="${FUZZ_SECONDS:-20}"
+
+if ! command -v "$cxx" >/dev/null 2>&1; then
+  echo "run_fuzz_data.sh: FAILED: $cxx not found; the fuzz targets need clang++ with libFuzzer (Debian: apt-get install clang)" >&2
+  exit 1
+fi
+
+mkdir -p "$build/obj"
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+       -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
+library=()
+for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio; do
+  library+=("$root/runtime/data/$name.cpp")
+done
+targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio)
+
+# Compile each source in parallel; an object newer than its source, every data header, the fuzz headers
+# and this script is reused.
+newest_header="$(ls -t "$root"/runtime/data/*.h "$here"/*.h "$0" | head -n 1 || true)"
+pids=()
+for source in "${library[@]}" "${targets[@]/#/$here/}"; do
+  [[ "$source" == *.cpp ]] || source="$source.cpp"
+  object="$build/obj/data_$(basename "$source" .cpp).o"
+  if [[ -f "$object" && "$object" -nt "$source" && "$object" -nt "$newest_header" ]]; then continue; fi
+  "$cxx" "${flags[@]}" -c "$source" -o "$object" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do
+  wait "$pid" || { echo "run_fuzz_data.sh: FAILED: compiling the fuzz targets" >&2; exit 1; }
+done
+library_objects=()
+for source in "${library[@]}"; do library_objects+=("$build/obj/data_$(basename "$source" .cpp).o"); done
+for target in "${targets[@]}"; do
+  "$cxx" -fsanitize=fuzzer,address,undefined -o "$build/$target" "$build/obj/data_$target.o" "${library_objects[@]}" -lz
+done
+
+# Seeds: valid records of each format (TFRecord plain and gzip, Examples with packed and unpacked labels,
+# RecordIO with a label array and a record split at an embedded magic number).
+seeds="$build/seeds"
+python3 - "$seeds" <<'PY'
+import gzip, os, struct, sys
+out = sys.argv[1]
+for d in ("tfrecord", "tf_example", "recordio"):
+    os.makedirs(os.path.join(out, d), exist_ok=True)
+table = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    table.append(c)
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+def varint(v):
+    b = bytearray()
+    while v >= 0x80:
+        b.append(v & 0x7F | 0x80); v >>= 7
+    b.append(v); return bytes(b)
+def ld(n, body): return varint(n << 3 | 2) + varint(len(body)) + body
+def entry(key, feature): return ld(1, ld(1, key) + ld(2, feature))
+def example(image, label, packed):
+    lab = ld(1, varint(label)) if packed else varint(1 << 3) + varint(label)
+    return ld(1, entry(b"image/encoded", ld(1, ld(1, image))) + entry(b"image/class/label", ld(3, lab)) +
+              entry(b"image/format", ld(1, ld(1, b"jpeg"))))
+def tfrecord(data):
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked(head)) + data + struct.pack("<I", masked(data))
+jpeg = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
+e1, e2 = example(jpeg, 1, True), example(b"\x89PNG\r\n\x1a\n", 1000, False)
+open(os.path.join(out, "tf_example", "packed"), "wb").write(e1)
+open(os.path.join(out, "tf_example", "unpacked"), "wb").write(e2)
+stream = tfrecord(e1) + tfrecord(e2)
+open(os.path.join(out, "tfrecord", "two"), "wb").write(stream)
+open(os.path.join(out, "tfrecord", "two.gz"), "wb").write(gzip.compress(stream))
+MAGIC = 0xCED7230A
+def part(flag, data):
+    pad = b"\0" * (-len(data) % 4)
+    return struct.pack("<II", MAGIC, flag << 29 | len(data)) + data + pad
+def image_record(label, labels, image):
+    return struct.pack("<IfQQ", len(labels), 0.0 if labels else label, 7, 0) + b"".join(struct.pack("<f", x) for x in labels) + image
+r1 = part(0, image_record(3.0, [], jpeg))
+head = image_record(2.0, [2.0, 5.0], b"abcd")
+r2 = part(1, head) + part(2, b"wxyz") + part(3, jpeg)  # the record head + MAGIC + wxyz + MAGIC + jpeg
+open(os.path.join(out, "recordio", "records"), "wb").write(r1 + r2 + r1)
+PY
+
+status=0
+for target in "${targets[@]}"; do
+  name="${target#fuzz_}"
+  mkdir -p "$build/corpus/$name"
+  echo "run_fuzz_data.sh: fuzzing $target for ${seconds}s"
+  (cd "$build" && "./$target" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
+      -print_final_stats=1 -artifact_prefix="$build/$target-" "$build/corpus/$name" "$seeds/$name") || status=1
+done
+if [[ $status -ne 0 ]]; then
+  echo "run_fuzz_data.sh: FAILED: a fuzz target found a bug (see its output above and $build/*-crash-*)" >&2
+  exit 1
+fi
+echo "run_fuzz_data.sh: no crash"
