@@ -18,6 +18,7 @@ packages=(
   python3-torch python3-torchvision   # tests/python: model files must load in torchvision (and PyTorch parity)
   procps util-linux iproute2          # ps/pgrep, unshare (PID-1 tests), ip
   openssh-server openssh-client       # sshd and ssh between hosts of multi-host jobs (scripts/simcluster.py)
+  podman runc netavark aardvark-dns iptables debootstrap  # tests/container: build and run the image (no Docker, no registry)
 )
 
 sudo=""

@@ -1,0 +1,160 @@
+"""The image users run, built and run for real: docker/Dockerfile built with Podman on a Debian base made
+here (no registry can be reached: debootstrap, then `podman import`; DESIGN.md §10), for both stages, then
+
+- a one-host SageMaker job started as SageMaker starts it (`podman run ... IMAGE train`, a host directory at
+  /opt/ml): exit 0, the model files and output/success;
+- a job with a bad hyperparameter: exit 65 and output/failure's first line naming the problem;
+- two containers, algo-1 and algo-2, on a private internal network running one job together (train starts
+  sshd in each; mpirun on algo-1 starts the ranks on both over ssh): both exit 0, one model, on algo-1.
+
+Everything it makes (containers, images, the network) has a name unique to the run and is removed at the
+end, pass or fail (TRAIN_TEST_IMAGE=IMAGE skips the build and uses that image, which is kept). The Debian root file system is cached in TRAIN_TEST_BASE_CACHE
+(default /var/cache/train-test-base) with the build's downloaded .debs. Missing podman or debootstrap is
+a failure. Run as root: /usr/bin/python3 test_image.py
+"""
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from podman_session import PodmanSession, require_tools  # noqa: E402
+from sagemaker_job import write_job  # noqa: E402
+
+BASE_CACHE = os.environ.get("TRAIN_TEST_BASE_CACHE", "/var/cache/train-test-base")
+# ResNet-18 on tiny synthetic images: the real launcher, mpirun and training, in seconds.
+TINY_JOB = {"num_layers": 18, "image_shape": "3,32,32", "data_format": "synthetic", "num_classes": 10,
+            "mini_batch_size": 4, "processes_per_host": 2, "max_steps": 2}
+# Bounds of the job's own waits, so that a broken network fails in minutes, and of this test's waits.
+JOB_ENV = {"TRAIN_PEERS_TIMEOUT_SECONDS": "120", "TRAIN_RANKS_TIMEOUT_SECONDS": "120",
+           "TRAIN_RESOLVE_TIMEOUT_SECONDS": "60"}
+JOB_LIMIT = 300
+
+
+def log(message):
+    print(f"[container test] {message}", file=sys.stderr, flush=True)
+
+
+class ImageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_tools("podman", "debootstrap")
+        cls.work = tempfile.mkdtemp(prefix="train-container-test-")
+        cls.session = PodmanSession()
+        cls.addClassCleanup(cls._clean_up)
+        cls.network = cls.session.create_network(cls.session.name("net"))
+        if os.environ.get("TRAIN_TEST_IMAGE"):
+            # For working on this test: an image built before, used as it is and not removed.
+            cls.image = os.environ["TRAIN_TEST_IMAGE"]
+            return
+
+        started = time.monotonic()
+        tarball = subprocess.run([os.path.join(HERE, "make_base_rootfs.sh"), BASE_CACHE], check=True,
+                                 text=True, stdout=subprocess.PIPE).stdout.strip()
+        base = cls.session.import_image(tarball, f"localhost/{cls.session.name('base')}:latest")
+        log(f"base image {base} ready in {time.monotonic() - started:.0f} s")
+
+        started = time.monotonic()
+        apt_cache = os.path.join(BASE_CACHE, "apt-archives")
+        os.makedirs(apt_cache, exist_ok=True)
+        build_log = os.path.join(cls.work, "build.log")
+        # One build at a time on this machine: apt inside refuses a .deb cache whose lock another build
+        # holds, and two compiles would only share the same cores.
+        with open(os.path.join(BASE_CACHE, "build.lock"), "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log("another container test is building its image; waiting for it")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            cls.image = cls.session.build_image(
+                f"localhost/{cls.session.name('image')}:latest", REPO, os.path.join(REPO, "docker", "Dockerfile"),
+                {"BUILD_BASE": base, "RUNTIME_BASE": base, "BUILD_JOBS": "2"},
+                # The build's .debs are kept between runs (the base keeps what apt downloads).
+                volumes=[f"{apt_cache}:/var/cache/apt/archives"], log_path=build_log)
+        log(f"image {cls.image} built in {time.monotonic() - started:.0f} s (log: {build_log})")
+
+    @classmethod
+    def _clean_up(cls):
+        problems = cls.session.cleanup()
+        shutil.rmtree(cls.work, ignore_errors=True)
+        if problems:
+            raise RuntimeError("the container test could not remove what it made:\n" + "\n".join(problems))
+
+    # --- helpers -----------------------------------------------------------------------------------------
+    def job_dir(self, name, current_host, hosts, hyperparameters):
+        return write_job(os.path.join(self.work, name), current_host, hosts, hyperparameters)
+
+    def run_args(self, host, opt_ml):
+        """What SageMaker gives a container: its host name, the job's network, /opt/ml from the host."""
+        args = ["--pull=never", "--hostname", host, "--network", f"{self.network}:alias={host}",
+                "-v", f"{opt_ml}:/opt/ml"]
+        for key, value in JOB_ENV.items():
+            args += ["-e", f"{key}={value}"]
+        return args
+
+    def run_job(self, name, opt_ml):
+        started = time.monotonic()
+        result = self.session.run_container(self.session.name(name), self.run_args("algo-1", opt_ml), self.image,
+                                            ["train"], timeout=JOB_LIMIT)
+        log(f"{name}: exit {result.returncode} in {time.monotonic() - started:.0f} s")
+        return result
+
+    def assert_model_written(self, opt_ml, output):
+        for name in ("model.safetensors", "model.json"):
+            self.assertTrue(os.path.isfile(os.path.join(opt_ml, "model", name)), f"no model/{name}; output:\n{output}")
+        with open(os.path.join(opt_ml, "model", "model.json")) as file:
+            self.assertIn("18", json.dumps(json.load(file)))
+        self.assertTrue(os.path.isfile(os.path.join(opt_ml, "output", "success")), output)
+        self.assertFalse(os.path.exists(os.path.join(opt_ml, "output", "failure")), output)
+
+    # --- the jobs ----------------------------------------------------------------------------------------
+    def test_1_one_host_job_as_sagemaker_runs_it(self):
+        opt_ml = self.job_dir("one-host", "algo-1", ["algo-1"], TINY_JOB)
+        result = self.run_job("one-host", opt_ml)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assert_model_written(opt_ml, result.stdout)
+
+    def test_2_bad_hyperparameter_fails_with_65_and_a_reason(self):
+        opt_ml = self.job_dir("bad-job", "algo-1", ["algo-1"], dict(TINY_JOB, num_layers=17))
+        result = self.run_job("bad-job", opt_ml)
+        self.assertEqual(result.returncode, 65, result.stdout)
+        with open(os.path.join(opt_ml, "output", "failure")) as file:
+            first_line = file.readline()
+        self.assertTrue(first_line.startswith("The job description is invalid: "), first_line)
+        self.assertIn("num_layers", first_line)
+        self.assertFalse(os.path.exists(os.path.join(opt_ml, "output", "success")))
+        self.assertFalse(os.path.exists(os.path.join(opt_ml, "model", "model.safetensors")))
+
+    def test_3_two_containers_run_one_job(self):
+        hosts = ["algo-1", "algo-2"]
+        opt_ml = {host: self.job_dir(f"two-hosts-{host}", host, hosts, TINY_JOB) for host in hosts}
+        names = {host: self.session.name(f"two-hosts-{host}") for host in hosts}
+        started = time.monotonic()
+        # The worker first: the master must find it (and wait for it) by name, as on SageMaker.
+        for host in reversed(hosts):
+            result = self.session.run_container(names[host], self.run_args(host, opt_ml[host]), self.image,
+                                                ["train"], detach=True)
+            self.assertEqual(result.returncode, 0, result.stdout)
+        codes, logs = {}, {}
+        for host in hosts:
+            waited = self.session.podman("wait", names[host], check=False, timeout=JOB_LIMIT)
+            codes[host] = int(waited.stdout.strip()) if waited.returncode == 0 else f"wait failed: {waited.stdout}"
+            logs[host] = self.session.podman("logs", names[host], check=False).stdout
+        log(f"two hosts: exit {codes} in {time.monotonic() - started:.0f} s")
+        everything = "\n".join(f"--- {host} ---\n{logs[host]}" for host in hosts)
+        self.assertEqual(codes, {"algo-1": 0, "algo-2": 0}, everything)
+        self.assert_model_written(opt_ml["algo-1"], everything)
+        self.assertFalse(os.path.exists(os.path.join(opt_ml["algo-2"], "model", "model.safetensors")), everything)
+        # 2 ranks on each container, trained together.
+        self.assertIn("parameters identical on all 4 ranks", logs["algo-1"], everything)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
