@@ -114,6 +114,22 @@ template <typename T>
 void batch_norm_backward(std::int64_t rows, int channels, const T* x, const T* dy, const T* gamma,
                          const T* save_mean, const T* save_invstd, T* dx, T* dgamma, T* dbeta);
 
+// Fused batch norm + ReLU, the conv-BN-ReLU pattern of every ResNet block: one pass over memory instead of
+// two or three, and no stored BN output. Bit-identical to the unfused ops in sequence:
+//   shortcut == null:  y = relu(batch_norm_forward_train(x))
+//   otherwise:         y = relu(add(batch_norm_forward_train(x), shortcut))   (the end of a residual block)
+// Arguments and statistics as batch_norm_forward_train; shortcut [rows][channels].
+template <typename T>
+void batch_norm_relu_forward_train(std::int64_t rows, int channels, const T* x, const T* shortcut, const T* gamma,
+                                   const T* beta, T eps, T momentum, T* running_mean, T* running_var, T* y,
+                                   T* save_mean, T* save_invstd);
+
+// Backward of y = relu(batch_norm(x)) given y (the fused forward's output) and dy = dL/dy: bit-identical to
+// batch_norm_backward(x, relu_backward(y, dy)), without storing the masked gradient. dx may alias dy.
+template <typename T>
+void batch_norm_relu_backward(std::int64_t rows, int channels, const T* x, const T* y, const T* dy, const T* gamma,
+                              const T* save_mean, const T* save_invstd, T* dx, T* dgamma, T* dbeta);
+
 // Inference mode: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta. y may alias x.
 template <typename T>
 void batch_norm_forward_inference(std::int64_t rows, int channels, const T* x, const T* gamma, const T* beta,

@@ -117,7 +117,68 @@ CpuResNet<T>::CpuResNet(ResNetSpec spec, int max_batch, int height, int width, s
   }
   scratch_.resize(largest);
   gradient_written_.assign(max_shapes_.size(), false);
+  gradient_of_.assign(max_shapes_.size(), nullptr);
   shapes_ = max_shapes_;
+  plan_fusion();
+}
+
+template <typename T>
+void CpuResNet<T>::plan_fusion() {
+  // consumers[a]: the layers that read activation a.
+  std::vector<std::vector<int>> consumers(max_shapes_.size());
+  std::vector<int> producer(max_shapes_.size(), -1);
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    const auto& layer = spec_.layers[l];
+    consumers[static_cast<size_t>(layer.input)].push_back(static_cast<int>(l));
+    if (layer.input_b >= 0) consumers[static_cast<size_t>(layer.input_b)].push_back(static_cast<int>(l));
+    producer[static_cast<size_t>(layer.output)] = static_cast<int>(l);
+  }
+  // The layer that alone reads the output of layer l, if it is of `kind`.
+  auto sole_consumer = [&](int l, LayerKind kind) {
+    const auto& readers = consumers[static_cast<size_t>(spec_.layers[static_cast<size_t>(l)].output)];
+    return readers.size() == 1 && spec_.layers[static_cast<size_t>(readers[0])].kind == kind ? readers[0] : -1;
+  };
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    const auto& layer = spec_.layers[l];
+    auto& state = layer_state_[l];
+    if (layer.kind == LayerKind::residual_add) {
+      // Operand x of the add may use the add's output gradient as its own when nothing can write into that
+      // buffer while another reader still needs it: x has no other reader, or every other reader of x
+      // comes before the producer of the other operand (so its backward, which adds into x's gradient,
+      // runs after that producer's backward has read the shared gradient).
+      auto may_share = [&](int x, int other) {
+        const int other_producer = producer[static_cast<size_t>(other)];
+        for (int reader : consumers[static_cast<size_t>(x)]) {
+          if (reader != static_cast<int>(l) && reader > other_producer) return false;
+        }
+        return true;
+      };
+      state.share_gradient_a = may_share(layer.input, layer.input_b);
+      state.share_gradient_b = may_share(layer.input_b, layer.input);
+      const int relu = sole_consumer(static_cast<int>(l), LayerKind::relu);
+      const int bn = producer[static_cast<size_t>(layer.input)];
+      if (relu >= 0 && bn >= 0 && spec_.layers[static_cast<size_t>(bn)].kind == LayerKind::batch_norm &&
+          sole_consumer(bn, LayerKind::residual_add) == static_cast<int>(l) &&
+          layer_state_[static_cast<size_t>(bn)].fusion == Fusion::none) {
+        state.fusion = Fusion::bn_add_relu;
+        state.partner = bn;
+        state.relu_layer = relu;
+        layer_state_[static_cast<size_t>(bn)].fusion = Fusion::bn_in_add;
+        layer_state_[static_cast<size_t>(bn)].partner = static_cast<int>(l);
+        layer_state_[static_cast<size_t>(relu)].fusion = Fusion::relu_in_add;
+        layer_state_[static_cast<size_t>(relu)].partner = static_cast<int>(l);
+      }
+    } else if (layer.kind == LayerKind::batch_norm) {
+      const int relu = sole_consumer(static_cast<int>(l), LayerKind::relu);
+      if (relu >= 0) {
+        state.fusion = Fusion::bn_relu;
+        state.partner = relu;
+        state.relu_layer = relu;
+        layer_state_[static_cast<size_t>(relu)].fusion = Fusion::relu_in_bn;
+        layer_state_[static_cast<size_t>(relu)].partner = static_cast<int>(l);
+      }
+    }
+  }
 }
 
 template <typename T>
@@ -176,6 +237,24 @@ void CpuResNet<T>::set_batch(int batch) {
 }
 
 template <typename T>
+void CpuResNet<T>::batch_norm_train(const LayerSpec& bn, LayerState& state, const T* shortcut, bool relu, T* y) {
+  const ActivationShape& in = shapes_[static_cast<size_t>(bn.input)];
+  const int64_t rows = int64_t{in.n} * in.h * in.w;
+  const T* x = activations_[static_cast<size_t>(bn.input)].data();
+  if (relu) {
+    ops::batch_norm_relu_forward_train(rows, in.c, x, shortcut, parameter_data(state.weight),
+                                       parameter_data(state.bias), T(bn_epsilon), T(bn_momentum),
+                                       buffer_data(state.running_mean), buffer_data(state.running_var), y,
+                                       state.save_mean.data(), state.save_invstd.data());
+  } else {
+    ops::batch_norm_forward_train(rows, in.c, x, parameter_data(state.weight), parameter_data(state.bias),
+                                  T(bn_epsilon), T(bn_momentum), buffer_data(state.running_mean),
+                                  buffer_data(state.running_var), y, state.save_mean.data(), state.save_invstd.data());
+  }
+  ++batches_tracked(state.tracked);
+}
+
+template <typename T>
 void CpuResNet<T>::forward(const T* images, int batch, bool training) {
   set_batch(batch);
   std::copy(images, images + shapes_[0].size(), activations_[0].data());
@@ -194,11 +273,11 @@ void CpuResNet<T>::forward(const T* images, int batch, bool training) {
       case LayerKind::batch_norm: {
         const int64_t rows = int64_t{in.n} * in.h * in.w;
         if (training) {
-          ops::batch_norm_forward_train(rows, in.c, x, parameter_data(state.weight), parameter_data(state.bias),
-                                        T(bn_epsilon), T(bn_momentum), buffer_data(state.running_mean),
-                                        buffer_data(state.running_var), y, state.save_mean.data(),
-                                        state.save_invstd.data());
-          ++batches_tracked(state.tracked);
+          if (state.fusion == Fusion::bn_relu) {
+            batch_norm_train(layer, state, nullptr, true, relu_output(state));
+          } else if (state.fusion != Fusion::bn_in_add) {
+            batch_norm_train(layer, state, nullptr, false, y);
+          }
         } else {
           ops::batch_norm_forward_inference(rows, in.c, x, parameter_data(state.weight), parameter_data(state.bias),
                                             buffer_data(state.running_mean), buffer_data(state.running_var),
@@ -206,13 +285,21 @@ void CpuResNet<T>::forward(const T* images, int batch, bool training) {
         }
         break;
       }
-      case LayerKind::relu: ops::relu_forward(in.size(), x, y); break;
+      case LayerKind::relu:
+        if (!training || state.fusion == Fusion::none) ops::relu_forward(in.size(), x, y);
+        break;
       case LayerKind::max_pool:
         ops::max_pool_forward(ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding}, x,
                               y, state.argmax.data());
         break;
       case LayerKind::residual_add:
-        ops::add(in.size(), x, activations_[static_cast<size_t>(layer.input_b)].data(), y);
+        if (training && state.fusion == Fusion::bn_add_relu) {
+          const auto bn = static_cast<size_t>(state.partner);
+          batch_norm_train(spec_.layers[bn], layer_state_[bn], activations_[static_cast<size_t>(layer.input_b)].data(),
+                           true, relu_output(state));
+        } else {
+          ops::add(in.size(), x, activations_[static_cast<size_t>(layer.input_b)].data(), y);
+        }
         break;
       case LayerKind::global_avg_pool: ops::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y); break;
       case LayerKind::fully_connected:
@@ -233,13 +320,13 @@ void CpuResNet<T>::infer(const T* images, int batch, T* logits) {
 template <typename T>
 T* CpuResNet<T>::gradient_target(int activation, bool& accumulate) {
   accumulate = gradient_written_[static_cast<size_t>(activation)];
-  return accumulate ? scratch_.data() : activation_gradients_[static_cast<size_t>(activation)].data();
+  return accumulate ? scratch_.data() : gradient_of_[static_cast<size_t>(activation)];
 }
 
 template <typename T>
 void CpuResNet<T>::finish_gradient(int activation, bool accumulate) {
-  auto& target = activation_gradients_[static_cast<size_t>(activation)];
-  if (accumulate) ops::add(shapes_[static_cast<size_t>(activation)].size(), target.data(), scratch_.data(), target.data());
+  T* target = gradient_of_[static_cast<size_t>(activation)];
+  if (accumulate) ops::add(shapes_[static_cast<size_t>(activation)].size(), target, scratch_.data(), target);
   gradient_written_[static_cast<size_t>(activation)] = true;
 }
 
@@ -257,7 +344,8 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
     const T* row = logits + int64_t{i} * classes;
     result.correct += (std::max_element(row, row + classes) - row) == labels[i] ? 1 : 0;
   }
-  T* dlogits = activation_gradients_[last].data();
+  for (size_t a = 0; a < gradient_of_.size(); ++a) gradient_of_[a] = activation_gradients_[a].data();
+  T* dlogits = gradient_of_[last];
   result.loss = ops::softmax_cross_entropy(batch, classes, logits, labels, label_smoothing, dlogits);
   for (int64_t i = 0; i < int64_t{batch} * classes; ++i) dlogits[i] *= gradient_scale;
   std::fill(gradient_written_.begin(), gradient_written_.end(), false);
@@ -266,11 +354,16 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
   for (size_t l = spec_.layers.size(); l-- > 0;) {
     const auto& layer = spec_.layers[l];
     auto& state = layer_state_[l];
+    if (state.fusion == Fusion::relu_in_bn) continue;  // its batch norm does its backward
     const auto input = static_cast<size_t>(layer.input);
     const ActivationShape& in = shapes_[input];
     const T* x = activations_[input].data();
-    const T* dy = activation_gradients_[static_cast<size_t>(layer.output)].data();
-    if (!gradient_written_[static_cast<size_t>(layer.output)]) {
+    // A batch norm fused with its ReLU takes the gradient at the ReLU's output.
+    const int output = state.fusion == Fusion::bn_relu
+                           ? spec_.layers[static_cast<size_t>(state.relu_layer)].output
+                           : layer.output;
+    const T* dy = gradient_of_[static_cast<size_t>(output)];
+    if (!gradient_written_[static_cast<size_t>(output)]) {
       throw std::logic_error("no gradient reached the output of " + layer.name);
     }
     bool accumulate = false;
@@ -289,9 +382,16 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
       }
       case LayerKind::batch_norm: {
         T* dx = gradient_target(layer.input, accumulate);
-        ops::batch_norm_backward(int64_t{in.n} * in.h * in.w, in.c, x, dy, parameter_data(state.weight),
-                                 state.save_mean.data(), state.save_invstd.data(), dx, gradient_data(state.weight),
-                                 gradient_data(state.bias));
+        const int64_t rows = int64_t{in.n} * in.h * in.w;
+        if (state.fusion == Fusion::bn_relu) {
+          ops::batch_norm_relu_backward(rows, in.c, x, relu_output(state), dy, parameter_data(state.weight),
+                                        state.save_mean.data(), state.save_invstd.data(), dx,
+                                        gradient_data(state.weight), gradient_data(state.bias));
+        } else {
+          ops::batch_norm_backward(rows, in.c, x, dy, parameter_data(state.weight), state.save_mean.data(),
+                                   state.save_invstd.data(), dx, gradient_data(state.weight),
+                                   gradient_data(state.bias));
+        }
         on_gradient(state.weight);
         on_gradient(state.bias);
         finish_gradient(layer.input, accumulate);
@@ -311,8 +411,14 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
         break;
       }
       case LayerKind::residual_add:
-        // y = a + b: both operands receive dy.
+        // y = a + b: both operands receive dy; where plan_fusion found it safe, by sharing its buffer.
         for (int operand : {layer.input, layer.input_b}) {
+          const bool share = operand == layer.input ? state.share_gradient_a : state.share_gradient_b;
+          if (share && !gradient_written_[static_cast<size_t>(operand)]) {
+            gradient_of_[static_cast<size_t>(operand)] = gradient_of_[static_cast<size_t>(layer.output)];
+            gradient_written_[static_cast<size_t>(operand)] = true;
+            continue;
+          }
           T* dx = gradient_target(operand, accumulate);
           std::copy(dy, dy + in.size(), dx);
           finish_gradient(operand, accumulate);

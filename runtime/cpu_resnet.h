@@ -66,13 +66,34 @@ class CpuResNet {
     int n = 0, h = 0, w = 0, c = 0;
     int64_t size() const { return int64_t{n} * h * w * c; }
   };
+  // How a layer runs in training, once fused with its neighbours (plan_fusion): BN then ReLU is one op
+  // (batch_norm_relu_*), and so is the end of a residual block, BN + add + ReLU (its forward only: the
+  // gradient at the add is needed by both operands, so it is stored once and shared, not copied).
+  enum class Fusion {
+    none,
+    bn_relu,        // batch norm writing its ReLU's output (`partner` is the relu layer)
+    relu_in_bn,     // a relu done by its batch norm: nothing to do
+    bn_in_add,      // a batch norm whose forward runs at its residual add (`partner`)
+    bn_add_relu,    // a residual add running its operand's batch norm (`partner`), the add and the ReLU
+    relu_in_add,    // a relu whose forward ran at the add before it; its backward runs as usual
+  };
   struct LayerState {
     int weight = -1, bias = -1;                  // parameter indices (conv/bn/fc)
     int running_mean = -1, running_var = -1, tracked = -1;  // spec indices of BN buffers
     std::vector<T> save_mean, save_invstd;       // BN
     std::vector<int32_t> argmax;                 // max pool
+    Fusion fusion = Fusion::none;
+    int partner = -1;                            // the layer it is fused with (for bn_add_relu: the BN)
+    int relu_layer = -1;                         // bn_relu, bn_add_relu: the relu whose output it writes
+    // residual_add: which operands may take the output's gradient buffer as theirs instead of a copy.
+    bool share_gradient_a = false, share_gradient_b = false;
   };
+  void plan_fusion();
   void forward(const T* images, int batch, bool training);
+  void batch_norm_train(const LayerSpec& bn, LayerState& state, const T* shortcut, bool relu, T* y);
+  T* relu_output(const LayerState& fused) {
+    return activations_[static_cast<size_t>(spec_.layers[static_cast<size_t>(fused.relu_layer)].output)].data();
+  }
   void set_batch(int batch);
   // Where layer output gradients go: straight into the activation's gradient when nothing wrote it yet
   // this step, else into scratch followed by an add (two consumers of one activation).
@@ -90,6 +111,7 @@ class CpuResNet {
   std::vector<LayerState> layer_state_;
   std::vector<ActivationShape> max_shapes_, shapes_;
   std::vector<std::vector<T>> activations_, activation_gradients_;
+  std::vector<T*> gradient_of_;  // this step's gradient of each activation: its own buffer or a shared one
   std::vector<bool> gradient_written_;
   std::vector<T> scratch_;
 };

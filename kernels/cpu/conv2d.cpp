@@ -8,7 +8,12 @@
 //   backward weight  dw[O][K]      = sum over row blocks of dy^T[O][rows] * col[rows][K]
 // Each OpenMP thread owns one contiguous share of the work (output rows; dx rows; columns of dw) and
 // works through it in blocks whose column matrix (at most conv2d_workspace_limit() bytes) it builds
-// and consumes itself while it is hot in cache: one parallel region per call, no barrier inside.
+// and consumes itself while it is hot in cache: one parallel region per call, no barrier inside. Blocks
+// of the input gradient may span images, so small images still make few, large products: a product
+// packs the whole weight matrix, and one per image (4 rows at 2x2) cost more in packing than in arithmetic.
+// When the whole column matrix of forward or input gradient fits one block (deep layers of small images),
+// it is one product over the batch, split by gemm() along its larger side so each thread packs only its
+// share of the weights.
 // A 1x1 convolution with stride 1 and no padding needs no column matrix: x itself is [n*h*w][C].
 
 #include "kernels/cpu/internal.h"
@@ -97,19 +102,34 @@ void im2col(const Conv2dShape& s, const T* x, std::int64_t r0, std::int64_t r1, 
   }
 }
 
-// dx rows ih in [ih0, ih1) of image n from dcol, the column matrix of output rows [oh0, ...) of image n:
-// each dx pixel sums the column entries that read it, in (kh, kw) order.
+// Output rows, numbered n * out_h + oh across the batch, that dx rows [q0, q1) (numbered n * h + ih) read:
+// [first, last). Both ends only grow with q, so the range of a block of dx rows is that of its ends.
+void output_rows_read(const Conv2dShape& s, std::int64_t q0, std::int64_t q1, std::int64_t& first,
+                      std::int64_t& last) {
+  const int ho = s.out_h();
+  int lo, hi;
+  covering(static_cast<int>(q0 % s.h), s.kernel_h, s.stride_h, s.pad_h, ho, lo, hi);
+  first = q0 / s.h * ho + lo;
+  covering(static_cast<int>((q1 - 1) % s.h), s.kernel_h, s.stride_h, s.pad_h, ho, lo, hi);
+  last = std::max(first, (q1 - 1) / s.h * ho + hi);
+}
+
+// dx rows [q0, q1) (numbered n * h + ih, possibly spanning images) from dcol, the column matrix of output
+// rows [first, ...) (numbered n * out_h + oh): each dx pixel sums the column entries that read it, in
+// (kh, kw) order. Rows no window reads come out zero.
 template <typename T>
-void col2im(const Conv2dShape& s, const T* dcol, std::int64_t n, int ih0, int ih1, int oh0, T* dx) {
-  const int wo = s.out_w(), c = s.in_c;
+void col2im(const Conv2dShape& s, const T* dcol, std::int64_t first, std::int64_t q0, std::int64_t q1, T* dx) {
+  const int ho = s.out_h(), wo = s.out_w(), c = s.in_c;
   const std::int64_t k = std::int64_t{s.kernel_h} * s.kernel_w * c;
-  for (int ih = ih0; ih < ih1; ++ih) {
-    T* row = dx + ((n * s.h + ih) * s.w) * c;
+  for (std::int64_t q = q0; q < q1; ++q) {
+    const std::int64_t n = q / s.h;
+    const int ih = static_cast<int>(q % s.h);
+    T* row = dx + q * s.w * c;
     std::fill(row, row + std::int64_t{s.w} * c, T(0));
     for (int kh = 0; kh < s.kernel_h; ++kh) {
       const int t = ih + s.pad_h - kh;
-      if (t < 0 || t % s.stride_h != 0 || t / s.stride_h >= s.out_h()) continue;
-      const int oh = t / s.stride_h;
+      if (t < 0 || t % s.stride_h != 0 || t / s.stride_h >= ho) continue;
+      const T* dcol_row = dcol + ((n * ho + t / s.stride_h) - first) * wo * k;
       for (int kw = 0; kw < s.kernel_w; ++kw) {
         // Output columns whose input column iw = ow * stride - pad + kw lies in [0, w).
         const int lo = s.pad_w - kw;
@@ -119,7 +139,7 @@ void col2im(const Conv2dShape& s, const T* dcol, std::int64_t n, int ih0, int ih
         const int ow_hi = std::min(wo, hi / s.stride_w + 1);
         for (int ow = ow_lo; ow < ow_hi; ++ow) {
           const int iw = ow * s.stride_w - s.pad_w + kw;
-          const T* src = dcol + (std::int64_t{oh - oh0} * wo + ow) * k + (std::int64_t{kh} * s.kernel_w + kw) * c;
+          const T* src = dcol_row + std::int64_t{ow} * k + (std::int64_t{kh} * s.kernel_w + kw) * c;
           T* dst = row + std::int64_t{iw} * c;
           for (int ci = 0; ci < c; ++ci) dst[ci] += src[ci];
         }
@@ -144,6 +164,18 @@ void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, T* y) {
   }
   const std::int64_t rows = std::int64_t{s.n} * s.out_h() * s.out_w();
   const std::int64_t block = block_rows<T>(k);
+  if (rows <= block) {
+    // The whole column matrix fits one block (small images, deep layers): build it on all threads, then
+    // one product split along its larger side, so each thread packs only its share of the weights.
+    T* col = cpu::thread_scratch<T>(static_cast<std::size_t>(rows * k));
+#pragma omp parallel num_threads(team_size(rows * k))
+    {
+      const int t = omp_get_thread_num(), threads = omp_get_num_threads();
+      im2col(s, x, rows * t / threads, rows * (t + 1) / threads, 0, k, col + rows * t / threads * k);
+    }
+    gemm<T>(false, true, rows, o, k, T(1), col, k, w, k, T(0), y, o);
+    return;
+  }
 #pragma omp parallel num_threads(team_size(rows * k))
   {
     // This thread's output rows, in blocks: build the block's columns, multiply, next block.
@@ -169,30 +201,46 @@ void conv2d_backward_input(const Conv2dShape& s, const T* dy, const T* w, T* dx)
     gemm<T>(false, false, std::int64_t{s.n} * s.h * s.w, s.in_c, o, T(1), dy, o, w, s.in_c, T(0), dx, s.in_c);
     return;
   }
-  const std::int64_t dx_rows = std::int64_t{s.n} * s.h;  // rows (n, ih) of dx
-  // dx rows per block: as many as keep the output rows they need (with the kernel's halo) within the limit.
-  const std::int64_t oh_per_block = block_rows<T>(std::int64_t{wo} * k);
-  const int ih_per_block =
-      static_cast<int>(std::clamp<std::int64_t>(oh_per_block * s.stride_h - s.kernel_h + 1, 1, s.h));
-#pragma omp parallel num_threads(team_size(std::int64_t{s.n} * ho * wo * k))
+  const std::int64_t dx_rows = std::int64_t{s.n} * s.h;  // rows (n, ih) of dx, numbered n * h + ih
+  const std::int64_t rows = std::int64_t{s.n} * ho * wo;
+  if (rows <= block_rows<T>(k)) {
+    // The whole dcol fits one block: one product split along its larger side (each thread packs only
+    // its share of the weights), then every thread gathers its dx rows.
+    T* dcol = cpu::thread_scratch<T>(static_cast<std::size_t>(rows * k));
+    gemm<T>(false, false, rows, k, o, T(1), dy, o, w, k, T(0), dcol, k);
+#pragma omp parallel num_threads(team_size(rows * k))
+    {
+      const int t = omp_get_thread_num(), threads = omp_get_num_threads();
+      col2im(s, dcol, 0, dx_rows * t / threads, dx_rows * (t + 1) / threads, dx);
+    }
+    return;
+  }
+  // Blocks of dx rows whose output rows (with the kernel's halo) fit the limit; a block may span images,
+  // so small images still make few, large products.
+  const std::int64_t out_rows_per_block = block_rows<T>(std::int64_t{wo} * k);
+#pragma omp parallel num_threads(team_size(rows * k))
   {
     const int t = omp_get_thread_num(), threads = omp_get_num_threads();
     const std::int64_t end = dx_rows * (t + 1) / threads;
     for (std::int64_t q = dx_rows * t / threads; q < end;) {
-      const std::int64_t n = q / s.h;
-      const int ih0 = static_cast<int>(q % s.h);
-      const int ih1 = static_cast<int>(std::min<std::int64_t>({s.h, ih0 + ih_per_block, ih0 + (end - q)}));
-      int oh0, oh_unused, oh_unused2, oh1;
-      covering(ih0, s.kernel_h, s.stride_h, s.pad_h, ho, oh0, oh_unused);
-      covering(ih1 - 1, s.kernel_h, s.stride_h, s.pad_h, ho, oh_unused2, oh1);
-      T* dcol = nullptr;
-      if (oh1 > oh0) {  // dcol for output rows [oh0, oh1) of image n
-        const std::int64_t m = std::int64_t{oh1 - oh0} * wo;
-        dcol = cpu::thread_scratch<T>(static_cast<std::size_t>(m * k));
-        gemm<T>(false, false, m, k, o, T(1), dy + ((n * ho + oh0) * wo) * o, o, w, k, T(0), dcol, k);
+      // The most dx rows from q whose output rows fit (at least one): the count read only grows with them.
+      std::int64_t fits = 1, too_many = end - q + 1;
+      while (too_many - fits > 1) {
+        const std::int64_t mid = (fits + too_many) / 2;
+        std::int64_t first, last;
+        output_rows_read(s, q, q + mid, first, last);
+        (last - first <= out_rows_per_block ? fits : too_many) = mid;
       }
-      col2im(s, dcol, n, ih0, ih1, oh0, dx);  // rows no window reads come out zero
-      q += ih1 - ih0;
+      std::int64_t first, last;
+      output_rows_read(s, q, q + fits, first, last);
+      T* dcol = nullptr;
+      if (last > first) {
+        const std::int64_t m = (last - first) * wo;
+        dcol = cpu::thread_scratch<T>(static_cast<std::size_t>(m * k));
+        gemm<T>(false, false, m, k, o, T(1), dy + first * wo * o, o, w, k, T(0), dcol, k);
+      }
+      col2im(s, dcol, first, q, q + fits, dx);
+      q += fits;
     }
   }
 }

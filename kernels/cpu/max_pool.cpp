@@ -51,11 +51,12 @@ void max_pool_forward(const Pool2dShape& s, const T* x, T* y, std::int32_t* argm
         for (int iw = std::max(0, iw0); iw < std::min(s.w, iw0 + s.kernel); ++iw) {
           const T* src = x + ((n * s.h + ih) * s.w + iw) * c;
           const std::int32_t pos = ih * s.w + iw;
+          // Selects with unconditional stores rather than a branch: the loop vectorises.
           for (int ci = 0; ci < c; ++ci) {
-            if (src[ci] > best[ci] || std::isnan(src[ci])) {  // PyTorch's rule: NaN wins
-              best[ci] = src[ci];
-              where[ci] = pos;
-            }
+            const T v = src[ci];
+            const bool take = v > best[ci] || std::isnan(v);  // PyTorch's rule: NaN wins
+            best[ci] = take ? v : best[ci];
+            where[ci] = take ? pos : where[ci];
           }
         }
       }
@@ -83,8 +84,11 @@ void max_pool_backward(const Pool2dShape& s, const T* dy, const std::int32_t* ar
       for (int oh = oh_lo; oh < oh_hi; ++oh) {
         for (int ow = ow_lo; ow < ow_hi; ++ow) {
           const std::int64_t o = ((n * ho + oh) * wo + ow) * c;
+          // Adding +0 where another element won changes nothing (dst is never -0), and keeps the loop
+          // free of branches.
           for (int ci = 0; ci < c; ++ci) {
-            if (argmax[o + ci] == pos) dst[ci] += dy[o + ci];
+            const T g = dy[o + ci];
+            dst[ci] += argmax[o + ci] == pos ? g : T(0);
           }
         }
       }

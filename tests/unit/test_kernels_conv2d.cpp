@@ -100,7 +100,8 @@ const std::vector<Conv2dShape> float_shapes = {
 
 TEST_CASE("conv2d: fp64 gradients match central finite differences", "[kernels][conv2d]") {
   std::mt19937_64 rng(11);
-  for (std::size_t limit : {std::size_t{8} << 20, std::size_t{1}}) {  // one block; one row per block
+  // One block for everything; blocks of a few rows that start mid-image and span images; one row per block.
+  for (std::size_t limit : {std::size_t{8} << 20, std::size_t{2} << 10, std::size_t{1}}) {
     WorkspaceLimit scope(limit);
     for (const Conv2dShape& s : small_shapes) {
       INFO(describe(s) << ", workspace limit " << limit);
@@ -123,7 +124,7 @@ TEST_CASE("conv2d: fp64 gradients match central finite differences", "[kernels][
 
 TEST_CASE("conv2d: fp32 matches the naive loops", "[kernels][conv2d]") {
   std::mt19937_64 rng(12);
-  for (std::size_t limit : {std::size_t{8} << 20, std::size_t{1}}) {
+  for (std::size_t limit : {std::size_t{8} << 20, std::size_t{64} << 10, std::size_t{1}}) {
     WorkspaceLimit scope(limit);
     for (const Conv2dShape& s : float_shapes) {
       INFO(describe(s) << ", workspace limit " << limit);
@@ -182,8 +183,10 @@ TEST_CASE("conv2d: 1, 2 and 3 threads agree with the naive loops", "[kernels][co
     std::vector<double> ref_dx, ref_dw;
     naive_backward(s, kcheck::widen(x), kcheck::widen(w), kcheck::widen(dy), ref_dx, ref_dw);
     const std::vector<double> ref_y = naive_forward(s, kcheck::widen(x), kcheck::widen(w));
-    for (int threads : {1, 2, 3}) {
-      INFO(describe(s) << ", " << threads << " threads");
+    for (auto [threads, limit] : {std::pair<int, std::size_t>{1, std::size_t{8} << 20}, {2, std::size_t{8} << 20},
+                                  {3, std::size_t{8} << 20}, {2, std::size_t{64} << 10}, {3, std::size_t{64} << 10}}) {
+      INFO(describe(s) << ", " << threads << " threads, workspace limit " << limit);
+      WorkspaceLimit scope(limit);  // the whole batch in one block, or blocks that split each thread's share
       omp_set_num_threads(threads);
       auto y = kcheck::nan_vector<float>(s.y_size()), dx = kcheck::nan_vector<float>(s.x_size());
       auto dw = kcheck::nan_vector<float>(s.w_size());

@@ -4,6 +4,7 @@
 #include "tests/unit/kernels_check.h"
 
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
 
@@ -144,5 +145,45 @@ TEST_CASE("sgd: fp32 over many tensors matches the naive loop of torch.optim.SGD
         CHECK(kcheck::max_rel_error(bufs[t], ref_bufs[t]) < kcheck::kFloatTol);
       }
     }
+  }
+}
+
+TEST_CASE("sgd: 1, 2 and 3 threads give bit-identical steps", "[kernels][optimizer]") {
+  // One parallel region covers all tensors; thread shares start and end inside tensors of every size.
+  std::mt19937_64 rng(92);
+  const std::vector<std::int64_t> sizes = {7, 3 * 3 * 64 * 64, 64, 100003, 1000, 20011};
+  std::vector<std::vector<float>> grads;
+  std::vector<std::vector<float>> initial;
+  for (std::int64_t size : sizes) {
+    initial.push_back(kcheck::cast<float>(kcheck::random_vector(size, rng)));
+    grads.push_back(kcheck::cast<float>(kcheck::random_vector(size, rng, -0.1, 0.1)));
+  }
+  for (bool lars : {false, true}) {
+    SgdOptions o;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    o.weight_decay = 5e-5;
+    o.lars = lars;
+    auto run = [&](int threads) {
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      std::vector<std::vector<float>> params = initial, bufs;
+      std::vector<SgdTensor<float>> tensors;
+      for (std::size_t t = 0; t < sizes.size(); ++t) bufs.emplace_back(sizes[t], 0.0f);
+      for (std::size_t t = 0; t < sizes.size(); ++t)
+        tensors.push_back({params[t].data(), grads[t].data(), bufs[t].data(), sizes[t], t % 2 == 1});
+      for (int s = 0; s < 2; ++s) ops::sgd_step<float>(std::span<const SgdTensor<float>>(tensors), o);
+      omp_set_num_threads(saved);
+      std::vector<float> all;
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        all.insert(all.end(), params[t].begin(), params[t].end());
+        all.insert(all.end(), bufs[t].begin(), bufs[t].end());
+      }
+      return all;
+    };
+    INFO("lars " << lars);
+    const std::vector<float> one = run(1);
+    CHECK(kcheck::bit_identical(one, run(2)));
+    CHECK(kcheck::bit_identical(one, run(3)));
   }
 }
