@@ -22,6 +22,10 @@ std::vector<HyperparameterSpec> build_schema() {
        .help = "channels,height,width of the network input (3 channels; height and width 16-4096)"},
       {.name = "num_classes", .type = T::integer, .default_note = "from the data", .minimum = 2,
        .maximum = 1000000, .help = "number of classes; the data's labels must fit"},
+      {.name = "num_training_samples", .type = T::integer, .default_note = "from the data; required in Pipe mode",
+       .minimum = 1, .maximum = largest_integer,
+       .help = "training records per epoch across the job; Pipe mode needs it for the learning-rate schedule (the "
+               "data is a stream); in File mode a different count is reported and the data's count is used"},
       {.name = "mini_batch_size", .type = T::integer, .default_value = "256", .minimum = 1, .maximum = 1048576,
        .help = "images per step per host, split evenly over the host's ranks"},
       {.name = "epochs", .type = T::integer, .default_value = "30", .minimum = 1, .maximum = largest_integer,

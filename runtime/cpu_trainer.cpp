@@ -8,7 +8,9 @@
 #include "data/data_channel.h"
 #include "data/data_error.h"
 #include "data/image_folder.h"
+#include "data/pipe_dealer.h"
 #include "data/sample_source.h"
+#include "data/sampler.h"
 #include "gradient_reducer_mpi.h"
 #include "kernels/ops.h"
 #include "model_io/checkpoint.h"
@@ -26,8 +28,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 
 #ifndef TRAIN_VERSION
 #define TRAIN_VERSION "unknown"
@@ -102,6 +108,7 @@ class CpuTrainer {
     data_timeout_ = timeout_from_environment("TRAIN_DATA_TIMEOUT_SECONDS", 600);
     open_data();
     build_model();
+    open_sample_log();
     data::LoaderOptions options;
     options.batch_size = settings_.batch_per_rank;
     options.threads = std::max(1, settings_.threads);
@@ -112,8 +119,19 @@ class CpuTrainer {
     options.ranks = settings_.data_ranks;
     options.epochs = settings_.epochs;
     options.start = resume_position_;
-    data::BatchLoader loader(train_source_, options);
-    steps_per_epoch_ = loader.batches_per_epoch();
+    options.skip_corrupt = settings_.skip_corrupt;
+    options.min_batch = 2;
+    std::unique_ptr<data::BatchLoader> loader_owner;
+    if (settings_.pipe) {
+      // Every rank reads ceil(N / R) records per epoch when the stream holds num_training_samples = N.
+      options.samples_per_epoch = data::shard_size(*settings_.num_training_samples, identity_.size);
+      loader_owner = std::make_unique<data::BatchLoader>(open_pipe(), image_options(), options);
+    } else {
+      options.samples_per_epoch = common_shard_size();
+      loader_owner = std::make_unique<data::BatchLoader>(train_source_, options);
+    }
+    data::BatchLoader& loader = *loader_owner;
+    steps_per_epoch_ = std::max<int64_t>(1, loader.batches_per_epoch());
     total_steps_ = settings_.epochs * steps_per_epoch_;
     if (settings_.max_steps > 0) total_steps_ = std::min(total_steps_, settings_.max_steps);
     schedule_ = make_schedule(settings_, steps_per_epoch_, total_steps_);
@@ -121,6 +139,7 @@ class CpuTrainer {
 
     MpiGradientReducer reducer(comm_, model_->bucket_plan(), model_->all_gradients().data(),
                                std::chrono::duration_cast<std::chrono::milliseconds>(step_timeout_));
+    if (settings_.pipe) return run_pipe(loader, reducer);
     int64_t epoch = resume_position_.epoch;
     data::Batch batch;
     last_log_ = clock::now();
@@ -143,15 +162,198 @@ class CpuTrainer {
         return 0;
       }
     }
-    // The last epoch ends with the last step (or with max_steps).
-    end_of_epoch(epoch, /*final=*/true);
+    // The last epoch ends with the last step (or with max_steps, perhaps part-way).
+    end_of_epoch(epoch, /*complete=*/step_ % steps_per_epoch_ == 0);
     check_replicas_agree(model_->all_values().data(), model_->all_values().size(), identity_, comm_, step_timeout_ms());
     write_model();
     return 0;
   }
 
  private:
+  data::ImageFolderOptions image_options() const {
+    data::ImageFolderOptions image;
+    image.height = settings_.height;
+    image.width = settings_.width;
+    image.augmentation = data::parse_augmentation(settings_.augmentation);
+    return image;
+  }
+
+  // Samples every rank reads per epoch. With FullyReplicated every rank shards the same data: ceil(n / R).
+  // With ShardedByS3Key each host shards its own files over its ranks, and hosts may hold different numbers
+  // of samples: every rank then reads as many as a rank of the fullest host (the others repeat samples from
+  // the start of their epoch order), so that all ranks run the same number of steps.
+  int64_t common_shard_size() {
+    const int64_t mine = data::shard_size(train_source_->size(), settings_.data_ranks);
+    // [0]: the largest share; [1]: the job's samples (each host's first rank counts its host's).
+    int64_t numbers[2] = {mine, settings_.sharded ? (identity_.local_rank == 0 ? train_source_->size() : 0)
+                                                  : (identity_.rank == 0 ? train_source_->size() : 0)};
+    int64_t most = mine, total = 0;
+    bounded_allreduce(&numbers[0], 1, MPI_INT64_T, MPI_MAX, comm_, step_timeout_ms(), "the largest data share");
+    bounded_allreduce(&numbers[1], 1, MPI_INT64_T, MPI_SUM, comm_, step_timeout_ms(), "the job's sample count");
+    most = numbers[0];
+    total = numbers[1];
+    if (most != mine && identity_.local_rank == 0) {
+      log_info("ShardedByS3Key: this host holds {} samples ({} per rank per epoch) and the fullest host {} per rank; "
+               "this host's ranks repeat samples from the start of each epoch to keep step",
+               train_source_->size(), mine, most);
+    }
+    if (identity_.rank == 0 && settings_.num_training_samples && *settings_.num_training_samples != total) {
+      log_info("note: hyperparameter num_training_samples is {} but the training data holds {} samples; training "
+               "uses the data's count",
+               *settings_.num_training_samples, total);
+    }
+    return most;
+  }
+
+  // Pipe mode: the host's first rank starts the reader of the channel's FIFOs (PipeDealer) and tells the
+  // host's ranks where to connect; every rank then receives its own records. Records are dealt over all the
+  // job's ranks (FullyReplicated: every host streams the same data) or over the host's (ShardedByS3Key).
+  std::shared_ptr<data::RecordFeed> open_pipe() {
+    MPI_Comm host;
+    MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+    int local_rank = 0, local_size = 1;
+    MPI_CHECK(MPI_Comm_rank(host, &local_rank));
+    MPI_CHECK(MPI_Comm_size(host, &local_size));
+    int mine = settings_.data_rank;
+    std::vector<int> deal_rank_of(static_cast<size_t>(local_size));
+    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, deal_rank_of.data(), 1, MPI_INT, host));
+    std::string message;  // the rendezvous name, or why the reader could not start
+    int64_t header[2] = {0, 0};  // failed, bytes
+    if (local_rank == 0) {
+      try {
+        data::PipeDealerOptions options;
+        options.fifo_prefix = settings_.pipe_fifo_prefix.string();
+        options.first_epoch = resume_position_.epoch;
+        options.epochs = settings_.epochs;
+        options.first_epoch_skip = resume_position_.index;
+        options.deal_ranks = settings_.data_ranks;
+        options.deal_rank_of = deal_rank_of;
+        if (settings_.data_format == "tfrecord") options.records.format = data::RecordFormat::tfrecord;
+        if (settings_.data_format == "recordio") options.records.format = data::RecordFormat::recordio;
+        options.records.unwrap_recordio = settings_.pipe_unwrap_recordio;
+        options.records.tfrecord_label_offset = settings_.tfrecord_label_offset;
+        options.records.skip_corrupt = settings_.skip_corrupt;
+        options.records.num_classes = classes_;
+        options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_);
+        data::PipeRendezvous rendezvous = data::listen_for_ranks(local_size);
+        message = rendezvous.name;
+        pipe_dealer_ = std::make_unique<data::PipeDealer>(std::move(rendezvous), std::move(options));
+      } catch (const std::exception& error) {
+        message = error.what();
+        header[0] = 1;
+      }
+      header[1] = static_cast<int64_t>(message.size());
+    }
+    MPI_CHECK(MPI_Bcast(header, 2, MPI_INT64_T, 0, host));
+    message.resize(static_cast<size_t>(header[1]));
+    MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(header[1]), MPI_CHAR, 0, host));
+    MPI_CHECK(MPI_Comm_free(&host));
+    if (header[0] != 0) throw data::DataError(message);
+    pipe_feed_ = std::make_shared<data::PipeFeed>(message, local_rank, settings_.pipe_channel,
+                                                  std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
+    return pipe_feed_;
+  }
+
+  // TRAIN_SAMPLE_LOG=DIR: every rank appends one line per step to DIR/rank-R.txt naming the samples it
+  // trained on (a diagnostic: the tests check with it that every sample is used once per epoch).
+  void open_sample_log() {
+    auto dir = lookup(current_environment(), "TRAIN_SAMPLE_LOG");
+    if (!dir || dir->empty()) return;
+    const auto path = std::filesystem::path(*dir) / fmt::format("rank-{}.txt", identity_.rank);
+    sample_log_.reset(std::fopen(path.c_str(), "a"));
+    if (!sample_log_) {
+      throw ConfigError(fmt::format("TRAIN_SAMPLE_LOG: cannot append to {}: {}", path.string(), std::strerror(errno)));
+    }
+  }
+
+  void log_samples(const data::Batch& batch, bool padding) {
+    fmt::print(sample_log_.get(), "epoch={} step={} padding={} labels={} samples={} repeats={}\n",
+               batch.position.epoch, step_, padding ? 1 : 0, fmt::join(batch.labels, ","),
+               fmt::join(batch.samples, ","), fmt::join(batch.repeats, ","));
+    std::fflush(sample_log_.get());
+  }
+
+  // The training loop of Pipe mode. A rank's share of an epoch is known to be over only when its stream
+  // says so, and with ShardedByS3Key hosts' streams may differ in length; so before each step the ranks
+  // vote: the epoch goes on while any rank still has a batch of it, and a rank whose share is done trains
+  // its first batch of the epoch again meanwhile (its gradient still counts, as DistributedSampler's
+  // padding does). The epoch ends when no rank has a batch of it left.
+  int run_pipe(data::BatchLoader& loader, MpiGradientReducer& reducer) {
+    if (identity_.rank == 0 && settings_.shuffle) {
+      log_info("note: Pipe mode trains on the records in the order the channel streams them; the shuffle "
+               "hyperparameter applies to File and FastFile mode (shuffle a Pipe-mode channel with its ShuffleConfig)");
+    }
+    int64_t epoch = resume_position_.epoch;
+    int64_t steps_in_epoch = resume_position_.index / settings_.batch_per_rank;
+    data::Batch pending, first;
+    bool have_pending = false, have_first = false, last_epoch_closed = false;
+    last_log_ = clock::now();
+    start_ = last_log_;
+    steps_at_start_ = step_;
+    while (settings_.max_steps == 0 || step_ < settings_.max_steps) {
+      if (!have_pending) have_pending = next_batch(loader, pending);
+      const bool in_epoch = have_pending && pending.position.epoch == epoch;
+      int64_t ranks_with_data = in_epoch ? 1 : 0;
+      bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, step_timeout_ms(),
+                        "the vote on the end of a Pipe-mode epoch");
+      if (ranks_with_data == 0) {
+        if (identity_.rank == 0 && steps_in_epoch != steps_per_epoch_) {
+          log_info("note: Pipe-mode epoch {} took {} steps, but num_training_samples={} implies {}; the learning-rate "
+                   "schedule assumes {}: set num_training_samples to the number of records the channel streams",
+                   epoch, steps_in_epoch, *settings_.num_training_samples, steps_per_epoch_, steps_per_epoch_);
+        }
+        end_of_epoch(epoch);
+        ++epoch;
+        steps_in_epoch = 0;
+        have_first = false;
+        if (epoch >= settings_.epochs) {
+          last_epoch_closed = true;
+          break;
+        }
+        continue;
+      }
+      const data::Batch* batch = &pending;
+      const bool padding = !in_epoch;
+      if (in_epoch) {
+        if (!have_first) {
+          first = pending;
+          have_first = true;
+        }
+        have_pending = false;
+        epoch_corrupt_skipped_ += pending.corrupt_skipped;
+      } else if (have_first) {
+        batch = &first;
+      } else {
+        throw data::DataError(fmt::format(
+            "Pipe-mode channel {}: rank {} received no records in epoch {} while other ranks did: with ShardedByS3Key "
+            "every host needs at least one batch per rank ({} records per host here); spread the objects more evenly "
+            "over the hosts or use FullyReplicated",
+            settings_.pipe_channel, identity_.rank, epoch, int64_t{settings_.batch_per_rank} * identity_.local_size));
+      }
+      const bool stop = train_one_step(*batch, reducer, padding);
+      ++steps_in_epoch;
+      if (stop) {
+        // Every rank is at the same step of the epoch; a resumed job skips that many batches of each share.
+        save_checkpoint(data::DataPosition{epoch, steps_in_epoch * settings_.batch_per_rank}, "stop request");
+        if (identity_.rank == 0) {
+          write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
+                                    step_, signal_description()));
+        }
+        return 0;
+      }
+    }
+    if (!last_epoch_closed) end_of_epoch(epoch, /*complete=*/false);
+    check_replicas_agree(model_->all_values().data(), model_->all_values().size(), identity_, comm_, step_timeout_ms());
+    write_model();
+    return 0;
+  }
+
   void open_data() {
+    if (settings_.pipe) {
+      // The stream is read once training starts (open_pipe); its classes are the hyperparameter's.
+      classes_ = *settings_.num_classes;
+      return;
+    }
     if (settings_.data_format == "synthetic") {
       const int classes = settings_.num_classes.value_or(1000);
       train_source_ = std::make_shared<data::SyntheticSource>(synthetic_samples, classes, settings_.height, settings_.width);
@@ -306,8 +508,17 @@ class CpuTrainer {
              "{} steps per epoch, {} steps in all",
              settings_.depth, model_->spec().parameter_count(), settings_.height, settings_.width, classes_,
              identity_.size, settings_.batch_per_rank, settings_.global_batch, steps_per_epoch_, total_steps_);
+    const std::string data =
+        settings_.pipe ? fmt::format("Pipe-mode channel {} (FIFOs {}_N, one per epoch; {} records per epoch "
+                                     "expected; dealt over {} rank{}{}), {} classes, augmentation {}, input {}x{}",
+                                     settings_.pipe_channel, settings_.pipe_fifo_prefix.string(),
+                                     *settings_.num_training_samples, settings_.data_ranks,
+                                     settings_.data_ranks == 1 ? "" : "s",
+                                     settings_.sharded ? " per host, ShardedByS3Key" : "", classes_,
+                                     settings_.augmentation, settings_.height, settings_.width)
+                       : train_source_->describe();
     log_info("data: {}; peak learning rate {} ({} scaled to global batch {}), {} decay, {} gradient buckets",
-             train_source_->describe(), schedule_.peak, settings_.learning_rate, settings_.global_batch,
+             data, schedule_.peak, settings_.learning_rate, settings_.global_batch,
              settings_.lr_scheduler, model_->bucket_plan().buckets.size());
   }
 
@@ -327,7 +538,8 @@ class CpuTrainer {
   }
 
   // One optimizer step; returns true when the job agreed to stop after it.
-  bool train_one_step(const data::Batch& batch, MpiGradientReducer& reducer) {
+  bool train_one_step(const data::Batch& batch, MpiGradientReducer& reducer, bool padding = false) {
+    if (sample_log_) log_samples(batch, padding);
     const double lr = schedule_.at(step_);
     reducer.begin_step();
     auto result = model_->train_step(
@@ -372,11 +584,12 @@ class CpuTrainer {
     interval_steps_ = 0;
   }
 
-  // After the last step of `epoch` (or the last step of training, `final`, which may end an epoch early).
-  void end_of_epoch(int64_t epoch, bool final = false) {
+  // After the last step of `epoch` (or the last step of training, which may end an epoch part-way: then
+  // `complete` is false and no end-of-epoch checkpoint is written).
+  void end_of_epoch(int64_t epoch, bool complete = true) {
     if (settings_.skip_corrupt) report_corrupt(epoch);
     if (validation_source_) validate(epoch);
-    const bool epoch_complete = !final || step_ % steps_per_epoch_ == 0;
+    const bool epoch_complete = complete;
     if (epoch_complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
       save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
     }
@@ -386,12 +599,19 @@ class CpuTrainer {
   // Records found corrupt while indexing are left out of every epoch; those found when loading were replaced
   // in their batch by the next good sample (CorruptSkippingSource) and are counted each time it happens.
   void report_corrupt(int64_t epoch) {
-    int64_t in_batches = epoch_corrupt_skipped_;
+    // counts[1]: corrupt records in Pipe-mode streams, counted by each host's reader: once for the job when
+    // every host streams the same data (FullyReplicated), once per host when each streams its own part.
+    int64_t counts[2] = {epoch_corrupt_skipped_, 0};
     epoch_corrupt_skipped_ = 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &in_batches, 1, MPI_INT64_T, MPI_SUM, comm_));
+    if (pipe_feed_ && (identity_.rank == 0 || (settings_.sharded && identity_.local_rank == 0))) {
+      counts[1] = pipe_feed_->corrupt_in_epoch(epoch);
+    }
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, comm_));
+    const int64_t in_batches = counts[0];
+    const int64_t before_decoding = corrupt_at_open_ + counts[1];
     if (identity_.rank == 0) {
       write_line(1, fmt::format("epoch={} corrupt_records_skipped={} in_batches={} while_indexing={}", epoch,
-                                in_batches + corrupt_at_open_, in_batches, corrupt_at_open_));
+                                in_batches + before_decoding, in_batches, before_decoding));
     }
   }
 
@@ -487,6 +707,9 @@ class CpuTrainer {
     return std::chrono::duration_cast<std::chrono::milliseconds>(step_timeout_);
   }
   std::shared_ptr<data::SampleSource> train_source_, validation_source_;
+  std::unique_ptr<data::PipeDealer> pipe_dealer_;  // Pipe mode, on the host's first rank: reads the FIFOs
+  std::shared_ptr<data::PipeFeed> pipe_feed_;      // Pipe mode: this rank's records
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_log_{nullptr, &std::fclose};
   std::vector<std::string> class_names_;
   int64_t corrupt_at_open_ = 0;        // training records skipped while indexing
   int64_t epoch_corrupt_skipped_ = 0;  // this rank's replaced samples in the current epoch's batches

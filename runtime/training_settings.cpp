@@ -8,6 +8,34 @@
 
 namespace train {
 
+namespace {
+
+// A Pipe-mode training channel is a stream: how many records an epoch holds and which classes they use are
+// known only at its end, so the schedule and the model need both numbers up front, as SageMaker's built-in
+// image classification algorithm asks for them.
+void configure_pipe(TrainingSettings& settings, const Channel& channel, const JobDescription& job) {
+  if (settings.data_format != "auto" && settings.data_format != "tfrecord" && settings.data_format != "recordio") {
+    throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, which streams TFRecord or RecordIO objects, but "
+                                  "hyperparameter data_format is \"{}\": use auto, tfrecord or recordio, or File mode",
+                                  channel.name, settings.data_format));
+  }
+  std::vector<std::string> missing;
+  if (!settings.num_training_samples) missing.push_back("num_training_samples (records per epoch across the job)");
+  if (!settings.num_classes) missing.push_back("num_classes");
+  if (!missing.empty()) {
+    throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, where the data is a stream that train sees only "
+                                  "as it trains; set the hyperparameter{} {} (as for SageMaker's built-in image "
+                                  "classification algorithm)",
+                                  channel.name, missing.size() > 1 ? "s" : "", fmt::join(missing, " and ")));
+  }
+  settings.pipe = true;
+  settings.pipe_channel = channel.name;
+  settings.pipe_fifo_prefix = job.paths.channel(channel.name);
+  settings.pipe_unwrap_recordio = channel.record_wrapper == RecordWrapper::recordio;
+}
+
+}  // namespace
+
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
   const auto& hp = job.hyperparameters;
   TrainingSettings settings;
@@ -47,21 +75,22 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   if (hp.has("data_format")) settings.data_format = hp.text("data_format");
   if (hp.has("tfrecord_label_offset")) settings.tfrecord_label_offset = hp.integer("tfrecord_label_offset");
   if (hp.has("skip_corrupt")) settings.skip_corrupt = hp.boolean("skip_corrupt");
+  if (auto samples = hp.optional_integer("num_training_samples")) settings.num_training_samples = *samples;
 
   const Channel* train_channel = job.input.find("train");
   if (train_channel == nullptr) train_channel = job.input.find("training");
   if (train_channel != nullptr) {
-    if (train_channel->mode == InputMode::pipe) {
-      throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, which this build of train does not read yet; use "
-                                    "File or FastFile",
-                                    train_channel->name));
-    }
     settings.train_dir = job.paths.channel(train_channel->name);
+    if (train_channel->mode == InputMode::pipe) configure_pipe(settings, *train_channel, job);
   } else if (settings.data_format != "synthetic") {
     throw ConfigError("the job has no training data: expected a channel named \"train\" (or \"training\") in "
                       "inputdataconfig.json, or hyperparameter data_format=synthetic for a benchmark");
   }
   if (const Channel* validation = job.input.find("validation")) {
+    if (validation->mode == InputMode::pipe) {
+      throw ConfigError("channel \"validation\" uses Pipe mode; train reads validation data in File or FastFile mode "
+                        "only (it is read whole every epoch): set its TrainingInputMode to File or FastFile");
+    }
     settings.validation_dir = job.paths.channel(validation->name);
   }
   if (const Channel* list = job.input.find("train_lst")) settings.train_list_dir = job.paths.channel(list->name);
@@ -70,6 +99,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   }
   if (job.input.find("model") != nullptr) settings.weights_dir = job.paths.channel("model");
   const bool sharded = train_channel != nullptr && train_channel->distribution == S3Distribution::sharded_by_s3_key;
+  settings.sharded = sharded;
   settings.data_rank = sharded ? identity.local_rank : identity.rank;
   settings.data_ranks = sharded ? identity.local_size : identity.size;
   settings.model_dir = job.paths.model();

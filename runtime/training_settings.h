@@ -46,6 +46,14 @@ struct TrainingSettings {
   std::optional<std::filesystem::path> weights_dir;
   // Ranks sharing one copy of the data: all ranks (FullyReplicated) or this host's (ShardedByS3Key).
   int data_rank = 0, data_ranks = 1;
+  bool sharded = false;  // ShardedByS3Key: every host holds its own part of the training data
+  std::optional<int64_t> num_training_samples;  // the hyperparameter: records per epoch across the job
+
+  // Pipe mode: the training channel streams through FIFOs <pipe_fifo_prefix>_0, _1, ... one per epoch.
+  bool pipe = false;
+  std::string pipe_channel;
+  std::filesystem::path pipe_fifo_prefix;
+  bool pipe_unwrap_recordio = false;  // RecordWrapperType=RecordIO
   std::filesystem::path model_dir, checkpoint_dir;
   int threads = 1;  // compute threads of this rank
 };

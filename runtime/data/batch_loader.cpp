@@ -18,34 +18,54 @@ struct BatchLoader::Slot {
   int64_t sequence = -1;
   Batch batch;
   std::shared_ptr<const std::vector<int64_t>> shard;
+  std::vector<FedRecord> records;  // with a feed: the batch's encoded images (storage reused)
   int dispatched = 0;  // samples handed to a thread
   int finished = 0;    // samples done (successfully or not)
   std::exception_ptr error;
   int error_at = INT_MAX;  // the failed sample's place in the batch: the first one is reported
 };
 
+namespace {
+
+void check_common_options(const LoaderOptions& options) {
+  if (options.batch_size < 1) {
+    throw std::invalid_argument(fmt::format("data loader: batch size must be at least 1, got {}", options.batch_size));
+  }
+  if (options.threads < 1 || options.threads > 256) {
+    throw std::invalid_argument(fmt::format("data loader: threads must be 1 to 256, got {}", options.threads));
+  }
+  if (options.prefetch_batches < 1) {
+    throw std::invalid_argument(
+        fmt::format("data loader: prefetch_batches must be at least 1, got {}", options.prefetch_batches));
+  }
+  if (options.ranks < 1 || options.rank < 0 || options.rank >= options.ranks) {
+    throw std::invalid_argument(fmt::format("data loader: rank {} is not in [0, {})", options.rank, options.ranks));
+  }
+  if (options.start.epoch < 0 || options.start.index < 0 || options.epochs < 0 || options.samples_per_epoch < 0) {
+    throw std::invalid_argument(
+        fmt::format("data loader: start position (epoch {}, index {}), epochs {} or samples per epoch {} is negative",
+                    options.start.epoch, options.start.index, options.epochs, options.samples_per_epoch));
+  }
+}
+
+}  // namespace
+
 BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
     : source_(std::move(source)), options_(options) {
   if (!source_) throw std::invalid_argument("data loader: no sample source");
-  if (options_.batch_size < 1) {
-    throw std::invalid_argument(fmt::format("data loader: batch size must be at least 1, got {}", options_.batch_size));
-  }
-  if (options_.threads < 1 || options_.threads > 256) {
-    throw std::invalid_argument(fmt::format("data loader: threads must be 1 to 256, got {}", options_.threads));
-  }
-  if (options_.prefetch_batches < 1) {
-    throw std::invalid_argument(
-        fmt::format("data loader: prefetch_batches must be at least 1, got {}", options_.prefetch_batches));
-  }
-  if (options_.ranks < 1 || options_.rank < 0 || options_.rank >= options_.ranks) {
-    throw std::invalid_argument(fmt::format("data loader: rank {} is not in [0, {})", options_.rank, options_.ranks));
-  }
-  if (options_.start.epoch < 0 || options_.start.index < 0 || options_.epochs < 0) {
-    throw std::invalid_argument(fmt::format("data loader: start position (epoch {}, index {}) or epochs {} is negative",
-                                            options_.start.epoch, options_.start.index, options_.epochs));
-  }
+  check_common_options(options_);
+  height_ = source_->height();
+  width_ = source_->width();
   if (source_->size() < 1) throw DataError("data loader: the data set is empty");
   shard_size_ = data::shard_size(source_->size(), options_.ranks);
+  if (options_.samples_per_epoch > 0) {
+    if (options_.samples_per_epoch < shard_size_) {
+      throw std::invalid_argument(fmt::format("data loader: {} samples per epoch per rank leaves samples of {} unread "
+                                              "by {} ranks",
+                                              options_.samples_per_epoch, source_->size(), options_.ranks));
+    }
+    shard_size_ = options_.samples_per_epoch;
+  }
   if (options_.drop_last && shard_size_ < options_.batch_size) {
     throw DataError(fmt::format(
         "data loader: each of the {} ranks gets {} samples per epoch, fewer than one batch of {}; with drop_last no "
@@ -58,10 +78,27 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, const Loade
   }
   plan_position_ = normalise(options_.start);
   consumer_position_ = plan_position_;
+  start_threads();
+}
+
+BatchLoader::BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options)
+    : feed_(std::move(feed)), fed_image_(image), options_(options) {
+  if (!feed_) throw std::invalid_argument("data loader: no record feed");
+  check_common_options(options_);
+  height_ = image.height;
+  width_ = image.width;
+  shard_size_ = options_.samples_per_epoch;
+  plan_position_ = options_.start;
+  consumer_position_ = plan_position_;
+  start_threads();
+}
+
+void BatchLoader::start_threads() {
   for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<Slot>());
-  threads_.reserve(static_cast<size_t>(options_.threads));
+  threads_.reserve(static_cast<size_t>(options_.threads) + 1);
   try {
     for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { work(); });
+    if (feed_) threads_.emplace_back([this] { fetch(); });
   } catch (...) {
     stop();
     for (auto& thread : threads_) thread.join();
@@ -81,6 +118,7 @@ void BatchLoader::stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
+  if (feed_) feed_->stop();
   workers_wake_.notify_all();
   consumer_wake_.notify_all();
 }
@@ -109,8 +147,9 @@ bool BatchLoader::plan_next(Batch& batch) {
     return false;
   }
   batch.position = plan_position_;
-  batch.size = static_cast<int>(std::min<int64_t>(options_.batch_size, shard_size_ - plan_position_.index));
-  batch.next = normalise(DataPosition{plan_position_.epoch, plan_position_.index + batch.size});
+  const int real = static_cast<int>(std::min<int64_t>(options_.batch_size, shard_size_ - plan_position_.index));
+  batch.size = std::max(real, std::min(options_.min_batch, options_.batch_size));
+  batch.next = normalise(DataPosition{plan_position_.epoch, plan_position_.index + real});
   plan_position_ = batch.next;
   return true;
 }
@@ -119,7 +158,7 @@ std::shared_ptr<const std::vector<int64_t>> BatchLoader::shard_for(int64_t epoch
   std::lock_guard<std::mutex> lock(shard_mutex_);
   if (shard_epoch_ != epoch || !shard_) {
     shard_ = std::make_shared<const std::vector<int64_t>>(
-        epoch_shard(source_->size(), options_.seed, epoch, options_.shuffle, options_.rank, options_.ranks));
+        epoch_shard(source_->size(), options_.seed, epoch, options_.shuffle, options_.rank, options_.ranks, shard_size_));
     shard_epoch_ = epoch;
   }
   return shard_;
@@ -127,7 +166,7 @@ std::shared_ptr<const std::vector<int64_t>> BatchLoader::shard_for(int64_t epoch
 
 void BatchLoader::work() {
   SampleScratch scratch;
-  const size_t image_floats = static_cast<size_t>(source_->height()) * source_->width() * 3;
+  const size_t image_floats = static_cast<size_t>(height_) * width_ * 3;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stop_) return;
@@ -143,16 +182,19 @@ void BatchLoader::work() {
     }
     if (slot != nullptr) {
       const int place = slot->dispatched++;
-      const int64_t position = slot->batch.position.index + place;
       const int64_t epoch = slot->batch.position.epoch;
-      const int64_t sample = (*slot->shard)[static_cast<size_t>(position)];
+      const int64_t sample = feed_ ? 0 : slot->batch.samples[static_cast<size_t>(place)];
       float* out = slot->batch.images.data() + static_cast<size_t>(place) * image_floats;
       int32_t* label = slot->batch.labels.data() + place;
       lock.unlock();
       std::exception_ptr error;
       const int64_t skipped_before = scratch.corrupt_skipped;
       try {
-        *label = source_->load(sample, options_.seed, epoch, out, scratch);
+        if (feed_) {
+          decode_fed(*slot, place, scratch, out, label);
+        } else {
+          *label = source_->load(sample, options_.seed, epoch, out, scratch);
+        }
       } catch (...) {
         error = std::current_exception();
       }
@@ -166,8 +208,8 @@ void BatchLoader::work() {
       continue;
     }
 
-    // Start the next batch when the queue has room.
-    if (!plan_done_ && planned_ < consumed_ + options_.prefetch_batches) {
+    // Start the next batch when the queue has room (with a feed, the fetch thread does).
+    if (!feed_ && !plan_done_ && planned_ < consumed_ + options_.prefetch_batches) {
       Slot& next = *slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)];
       if (next.state == Slot::State::free && plan_next(next.batch)) {
         next.state = Slot::State::preparing;
@@ -182,14 +224,20 @@ void BatchLoader::work() {
           // Outside the lock: the epoch's shard may take a while, and so may the first allocation.
           next.shard = shard_for(next.batch.position.epoch);
           Batch& batch = next.batch;
-          batch.height = source_->height();
-          batch.width = source_->width();
+          batch.height = height_;
+          batch.width = width_;
           batch.images.resize(static_cast<size_t>(batch.size) * image_floats);
           batch.labels.resize(static_cast<size_t>(batch.size));
           batch.samples.resize(static_cast<size_t>(batch.size));
+          batch.repeats.resize(static_cast<size_t>(batch.size));
           batch.corrupt_skipped = 0;
+          const int64_t real = std::min<int64_t>(batch.size, shard_size_ - batch.position.index);
           for (int i = 0; i < batch.size; ++i) {
-            batch.samples[i] = (*next.shard)[static_cast<size_t>(batch.position.index + i)];
+            // Places past the share's end complete a too-small last batch with the share's first samples.
+            const int64_t place = i < real ? batch.position.index + i : i - real;
+            batch.samples[i] = (*next.shard)[static_cast<size_t>(place % shard_size_)];
+            // Places past the data set's end in the epoch's dealt order are padding (sampler.h).
+            batch.repeats[i] = i >= real || options_.rank + place * options_.ranks >= source_->size() ? 1 : 0;
           }
         } catch (...) {
           error = std::current_exception();
@@ -211,6 +259,117 @@ void BatchLoader::work() {
   }
 }
 
+// Reads each batch's records from the feed, in order, into the oldest free slot, then hands the slot to the
+// decoding threads. An epoch whose share ends exactly at a batch boundary yields no empty batch.
+void BatchLoader::fetch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    workers_wake_.wait(lock, [&] {
+      return stop_ || (planned_ < consumed_ + options_.prefetch_batches &&
+                       slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)]->state == Slot::State::free);
+    });
+    if (stop_) return;
+    if (options_.epochs > 0 && plan_position_.epoch >= options_.epochs) {
+      plan_done_ = true;
+      consumer_wake_.notify_all();
+      return;
+    }
+    Slot& slot = *slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)];
+    slot.state = Slot::State::preparing;
+    const DataPosition position = plan_position_;
+    lock.unlock();
+
+    std::exception_ptr error;
+    int count = 0;
+    bool share_done = false;
+    try {
+      if (slot.records.size() < static_cast<size_t>(options_.batch_size)) {
+        slot.records.resize(static_cast<size_t>(options_.batch_size));
+      }
+      while (count < options_.batch_size) {
+        if (!feed_->next(position.epoch, slot.records[static_cast<size_t>(count)])) {
+          share_done = true;
+          break;
+        }
+        ++count;
+      }
+      if (count > 0 && position.index == 0) share_first_ = slot.records[0];
+      // A last batch too small for batch norm is completed with the share's first record (marked a repeat).
+      while (share_done && count > 0 && count < std::min(options_.min_batch, options_.batch_size)) {
+        FedRecord& extra = slot.records[static_cast<size_t>(count++)];
+        extra = share_first_;
+        extra.repeat = true;
+      }
+    } catch (const FeedStopped&) {
+      return;  // stop() was called: nobody waits for this slot
+    } catch (...) {
+      error = std::current_exception();
+    }
+
+    lock.lock();
+    if (!error && count == 0) {  // the share ended at a batch boundary: on to the next epoch
+      slot.state = Slot::State::free;
+      plan_position_ = DataPosition{position.epoch + 1, 0};
+      continue;
+    }
+    Batch& batch = slot.batch;
+    batch.position = position;
+    batch.size = error ? 1 : count;
+    batch.next = share_done ? DataPosition{position.epoch + 1, 0} : DataPosition{position.epoch, position.index + count};
+    plan_position_ = batch.next;
+    batch.height = height_;
+    batch.width = width_;
+    batch.corrupt_skipped = 0;
+    slot.sequence = planned_++;
+    slot.state = Slot::State::filling;
+    slot.dispatched = slot.finished = 0;
+    slot.error = nullptr;
+    slot.error_at = INT_MAX;
+    if (error) {  // nothing to decode: the batch is finished, failed
+      slot.error = error;
+      slot.error_at = -1;
+      slot.dispatched = slot.finished = batch.size;
+      consumer_wake_.notify_all();
+    } else {
+      const size_t image_floats = static_cast<size_t>(height_) * width_ * 3;
+      batch.images.resize(static_cast<size_t>(count) * image_floats);
+      batch.labels.resize(static_cast<size_t>(count));
+      batch.samples.resize(static_cast<size_t>(count));
+      batch.repeats.resize(static_cast<size_t>(count));
+      for (int i = 0; i < count; ++i) {
+        batch.samples[static_cast<size_t>(i)] = slot.records[static_cast<size_t>(i)].index;
+        batch.repeats[static_cast<size_t>(i)] = slot.records[static_cast<size_t>(i)].repeat ? 1 : 0;
+      }
+    }
+    workers_wake_.notify_all();
+  }
+}
+
+// Decodes record `place` of a fed batch. With skip_corrupt an undecodable image is replaced by the next
+// record of the batch that decodes (round the batch), counted in the batch; the replacement is augmented
+// as the record it replaces would have been, so the result still depends only on the stream and the seed.
+void BatchLoader::decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label) {
+  const int size = slot.batch.size;
+  const int64_t epoch = slot.batch.position.epoch;
+  const FedRecord& own = slot.records[static_cast<size_t>(place)];
+  for (int attempt = 0; attempt < size; ++attempt) {
+    const FedRecord& record = slot.records[static_cast<size_t>((place + attempt) % size)];
+    Rng rng(sample_key(options_.seed, epoch, own.index));
+    try {
+      decode_augment_normalise(record.image.data(), record.image.size(),
+                               fmt::format("{}, record {} of epoch {}", feed_->describe(), record.index, epoch),
+                               fed_image_, rng, scratch, out);
+      *label = record.label;
+      return;
+    } catch (const DataError&) {
+      if (!options_.skip_corrupt) throw;
+      ++scratch.corrupt_skipped;
+    }
+  }
+  throw DataError(fmt::format("{}: no image of the {} in the batch at record {} of epoch {} could be decoded",
+                              feed_->describe(), size, own.index, epoch));
+}
+
 BatchLoader::Status BatchLoader::next(Batch& batch, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (failure_) std::rethrow_exception(failure_);
@@ -222,7 +381,7 @@ BatchLoader::Status BatchLoader::next(Batch& batch, std::chrono::milliseconds ti
     return plan_done_ && consumed_ == planned_;
   };
   // The end may not be planned yet when the workers are idle at the last epoch's boundary.
-  if (!plan_done_ && consumed_ == planned_ && options_.epochs > 0 && plan_position_.epoch >= options_.epochs) {
+  if (!feed_ && !plan_done_ && consumed_ == planned_ && options_.epochs > 0 && plan_position_.epoch >= options_.epochs) {
     plan_done_ = true;
   }
   if (!consumer_wake_.wait_for(lock, timeout, [&] { return stop_ || ready() || ended(); })) {

@@ -16,8 +16,15 @@
 // and joins every thread. Errors: a sample that fails (unreadable or undecodable file) makes next()
 // throw DataError with the file's path and the reason when its batch comes up, and every later next()
 // throws the same error.
+//
+// Streams (Pipe mode): constructed with a RecordFeed instead of a source, the loader reads each batch's
+// records from the feed in order on one extra thread (the stream cannot be read by index) and decodes
+// them on the pool as above; a batch is as large as the feed allows (the last of an epoch's share may be
+// smaller), and the epoch moves on when the feed says the share is done. Augmentation is keyed by the
+// record's place in its epoch's stream, so the same stream and seed give the same batches.
 #pragma once
 
+#include "runtime/data/record_feed.h"
 #include "runtime/data/sample_source.h"
 
 #include <chrono>
@@ -49,6 +56,15 @@ struct LoaderOptions {
   bool drop_last = false;     // drop an epoch's final partial batch (the same on every rank)
   int64_t epochs = 0;         // end after epoch `epochs - 1`; 0: never end
   DataPosition start;         // where to start (a checkpoint's Batch::next)
+  // Samples per epoch on every rank: 0 means ceil(n / ranks). A larger count pads further by repeating the
+  // epoch's order (ShardedByS3Key hosts with fewer samples than the fullest host). With a feed: the
+  // expected count, used only for batches_per_epoch().
+  int64_t samples_per_epoch = 0;
+  bool skip_corrupt = false;  // with a feed: an undecodable image is replaced by the next one of its batch
+  // The fewest images in a batch: an epoch's last batch with fewer is completed with repeats of the
+  // share's first samples (marked in Batch::repeats). Training asks for 2: batch norm needs two values per
+  // channel, and at small inputs the last stage's maps are 1x1.
+  int min_batch = 1;
 };
 
 struct Batch {
@@ -59,7 +75,8 @@ struct Batch {
   int width = 0;
   std::vector<float> images;      // size x height x width x 3 (NHWC), normalised
   std::vector<int32_t> labels;    // size
-  std::vector<int64_t> samples;   // size: the dataset index of every image
+  std::vector<int64_t> samples;   // size: the dataset index of every image (with a feed: its stream place)
+  std::vector<uint8_t> repeats;   // size: 1 where the image pads a share by repeating an earlier one
   int64_t corrupt_skipped = 0;    // corrupt samples replaced in this batch (skip_corrupt; see CorruptSkippingSource)
 };
 
@@ -68,6 +85,8 @@ class BatchLoader {
   enum class Status { batch, end, timed_out, stopped };
 
   BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
+  // Batches from a stream of records decoded and augmented per `image`.
+  BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options);
   ~BatchLoader();  // stops and joins the threads
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -84,17 +103,24 @@ class BatchLoader {
   DataPosition position() const;     // where the batch that next() returns next starts
   int64_t shard_size() const { return shard_size_; }  // samples per epoch on this rank: ceil(n / ranks)
   int64_t batches_per_epoch() const;
-  const SampleSource& source() const { return *source_; }
+  const SampleSource& source() const { return *source_; }  // not with a feed
   const LoaderOptions& options() const { return options_; }
 
  private:
   struct Slot;
+  void start_threads();
   void work();
+  void fetch();  // with a feed: fills slots in order
+  void decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label);
   bool plan_next(Batch& batch);  // fills position, next and size of the next batch; false at the end
   std::shared_ptr<const std::vector<int64_t>> shard_for(int64_t epoch);
   DataPosition normalise(DataPosition position) const;
 
   std::shared_ptr<const SampleSource> source_;
+  std::shared_ptr<RecordFeed> feed_;
+  FedRecord share_first_;  // with a feed: the first record of the current epoch's share (fetch thread only)
+  ImageFolderOptions fed_image_;
+  int height_ = 0, width_ = 0;
   LoaderOptions options_;
   int64_t shard_size_ = 0;
 

@@ -29,22 +29,25 @@ int64_t shard_size(int64_t dataset_size, int ranks) {
   return (dataset_size + ranks - 1) / ranks;
 }
 
-std::vector<int64_t> shard_of(const std::vector<int64_t>& order, int rank, int ranks) {
+std::vector<int64_t> shard_of(const std::vector<int64_t>& order, int rank, int ranks, int64_t count) {
   if (ranks < 1 || rank < 0 || rank >= ranks) {
     throw std::invalid_argument(fmt::format("rank {} is not in [0, {})", rank, ranks));
   }
   const auto n = static_cast<int64_t>(order.size());
   std::vector<int64_t> shard;
   if (n == 0) return shard;
-  const int64_t count = shard_size(n, ranks);
+  if (count < 0) count = shard_size(n, ranks);
+  if (count < shard_size(n, ranks)) {
+    throw std::invalid_argument(fmt::format("{} samples per rank would leave samples of {} unread by {} ranks", count, n, ranks));
+  }
   shard.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) shard.push_back(order[static_cast<size_t>((rank + i * ranks) % n)]);
   return shard;
 }
 
 std::vector<int64_t> epoch_shard(int64_t dataset_size, uint64_t seed, int64_t epoch, bool shuffle, int rank,
-                                 int ranks) {
-  return shard_of(epoch_order(dataset_size, seed, epoch, shuffle), rank, ranks);
+                                 int ranks, int64_t count) {
+  return shard_of(epoch_order(dataset_size, seed, epoch, shuffle), rank, ranks, count);
 }
 
 }  // namespace train::data

@@ -18,11 +18,14 @@ std::vector<int64_t> epoch_order(int64_t dataset_size, uint64_t seed, int64_t ep
 int64_t shard_size(int64_t dataset_size, int ranks);
 
 // Rank `rank`'s samples of an epoch given the epoch's order: order[(rank + i*ranks) % n] for
-// i < shard_size (the modulo is DistributedSampler's padding, which repeats from the start).
-std::vector<int64_t> shard_of(const std::vector<int64_t>& order, int rank, int ranks);
+// i < count (the modulo is DistributedSampler's padding, which repeats from the start). count defaults to
+// shard_size(n, ranks); a larger one pads further, going round the order again if need be: with
+// ShardedByS3Key every host holds its own files, and the ranks of a host with fewer samples read as many as
+// those of the fullest host, so that every rank of the job runs the same number of steps.
+std::vector<int64_t> shard_of(const std::vector<int64_t>& order, int rank, int ranks, int64_t count = -1);
 
 // Both steps at once.
 std::vector<int64_t> epoch_shard(int64_t dataset_size, uint64_t seed, int64_t epoch, bool shuffle, int rank,
-                                 int ranks);
+                                 int ranks, int64_t count = -1);
 
 }  // namespace train::data

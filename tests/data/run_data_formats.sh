@@ -21,5 +21,9 @@ mkdir -p "$work/records/recordio_bare"
 cp "$work/records/recordio/train/data.rec" "$work/records/recordio_bare/"
 "$check" "$work/folder/train" "$work/records/tfrecord/train" "$work/records/recordio/train" \
   "$work/records/recordio_bare" "$work/records/image_list/train:$work/records/image_list/train_lst"
+# Pipe mode streams whole objects back to back: plain TFRecord shards (a stream mixing gzip and plain
+# objects cannot be read) and the RecordIO file.
+python3 "$root/scripts/make_dataset_records.py" "$work/plain" --limit 150 --shards 3
+"$check" "$work/folder/train" --pipe "$work/plain/tfrecord/train" "$work/records/recordio_bare"
 "$check" "$work/folder/validation" "$work/records/tfrecord/validation" "$work/records/recordio/validation" \
   "$work/records/image_list/validation:$work/records/image_list/validation_lst"
