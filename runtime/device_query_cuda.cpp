@@ -37,6 +37,7 @@ GpuInventory query_gpus() {
 }  // namespace train
 
 #include "../kernels/cuda/device_probe.h"
+#include "data/host_memory.h"
 
 #include <stdexcept>
 
@@ -77,6 +78,26 @@ std::string pin_gpu(int index) {
   return fmt::format("cuda:{} ({}, {:.1f} GiB, sm_{}{})", index, properties.name,
                      static_cast<double>(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), properties.major,
                      properties.minor);
+}
+
+namespace {
+
+void* pinned_allocate(size_t bytes) {
+  void* pointer = nullptr;
+  // Portable: usable by any device context of this process, not only the current one.
+  if (cudaHostAlloc(&pointer, bytes == 0 ? 1 : bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;  // the allocator turns this into std::bad_alloc
+  }
+  return pointer;
+}
+
+void pinned_release(void* pointer) { cudaFreeHost(pointer); }
+
+}  // namespace
+
+void use_pinned_host_memory() {
+  data::set_host_memory_functions(data::HostMemoryFunctions{pinned_allocate, pinned_release, "pinned memory"});
 }
 
 }  // namespace train

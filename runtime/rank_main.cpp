@@ -75,6 +75,7 @@ int run_rank_checked() {
                                            job.resources.gpus));
     }
     device = pin_gpu(identity.local_rank);
+    use_pinned_host_memory();
   } else {
     device = fmt::format("cpu ({} thread{})", threads_per_rank(job, identity),
                          threads_per_rank(job, identity) == 1 ? "" : "s");

@@ -24,6 +24,7 @@
 // record's place in its epoch's stream, so the same stream and seed give the same batches.
 #pragma once
 
+#include "runtime/data/host_memory.h"
 #include "runtime/data/record_feed.h"
 #include "runtime/data/sample_source.h"
 
@@ -73,7 +74,7 @@ struct Batch {
   int size = 0;                   // images (batch_size, or fewer for an epoch's last batch)
   int height = 0;
   int width = 0;
-  std::vector<float> images;      // size x height x width x 3 (NHWC), normalised
+  HostFloats images;              // size x height x width x 3 (NHWC), normalised; pinned on GPU hosts
   std::vector<int32_t> labels;    // size
   std::vector<int64_t> samples;   // size: the dataset index of every image (with a feed: its stream place)
   std::vector<uint8_t> repeats;   // size: 1 where the image pads a share by repeating an earlier one
