@@ -228,6 +228,7 @@ class CpuTrainer {
         options.first_epoch_skip = resume_position_.index;
         options.deal_ranks = settings_.data_ranks;
         options.deal_rank_of = deal_rank_of;
+        options.batch_size = settings_.batch_per_rank;
         if (settings_.data_format == "tfrecord") options.records.format = data::RecordFormat::tfrecord;
         if (settings_.data_format == "recordio") options.records.format = data::RecordFormat::recordio;
         options.records.unwrap_recordio = settings_.pipe_unwrap_recordio;

@@ -293,13 +293,6 @@ void BatchLoader::fetch() {
         }
         ++count;
       }
-      if (count > 0 && position.index == 0) share_first_ = slot.records[0];
-      // A last batch too small for batch norm is completed with the share's first record (marked a repeat).
-      while (share_done && count > 0 && count < std::min(options_.min_batch, options_.batch_size)) {
-        FedRecord& extra = slot.records[static_cast<size_t>(count++)];
-        extra = share_first_;
-        extra.repeat = true;
-      }
     } catch (const FeedStopped&) {
       return;  // stop() was called: nobody waits for this slot
     } catch (...) {

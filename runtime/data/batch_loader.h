@@ -64,7 +64,8 @@ struct LoaderOptions {
   bool skip_corrupt = false;  // with a feed: an undecodable image is replaced by the next one of its batch
   // The fewest images in a batch: an epoch's last batch with fewer is completed with repeats of the
   // share's first samples (marked in Batch::repeats). Training asks for 2: batch norm needs two values per
-  // channel, and at small inputs the last stage's maps are 1x1.
+  // channel, and at small inputs the last stage's maps are 1x1. (With a feed, the Pipe dealer does this,
+  // since only it still holds a share's first record when a job resumes mid-epoch.)
   int min_batch = 1;
 };
 
@@ -119,7 +120,6 @@ class BatchLoader {
 
   std::shared_ptr<const SampleSource> source_;
   std::shared_ptr<RecordFeed> feed_;
-  FedRecord share_first_;  // with a feed: the first record of the current epoch's share (fetch thread only)
   ImageFolderOptions fed_image_;
   int height_ = 0, width_ = 0;
   LoaderOptions options_;

@@ -149,12 +149,21 @@ void PipeDealer::deal_epoch(int64_t epoch, int64_t fifo_number, int64_t skip) {
                                     ? fmt::format(" ({} corrupt ones skipped)", reader.corrupt().count())
                                     : std::string()));
   }
-  const int64_t places = (n + deal_ranks - 1) / deal_ranks * deal_ranks;
-  for (int64_t p = n; p < places; ++p) {
+  const int64_t share = (n + deal_ranks - 1) / deal_ranks;
+  for (int64_t p = n; p < share * deal_ranks; ++p) {
     const int local = local_of[static_cast<size_t>(p % deal_ranks)];
     if (local < 0 || p / deal_ranks < skip) continue;
     const StreamRecord& repeated = head[static_cast<size_t>(p % n)];
     send(local, kRepeat, repeated.label, p % n, repeated.image.data(), repeated.image.size());
+  }
+  // The share's first record is record d (d % n, when there are fewer records than ranks).
+  if (options_.batch_size >= 2 && share % options_.batch_size == 1 && share >= skip) {
+    for (int64_t d = 0; d < deal_ranks; ++d) {
+      const int local = local_of[static_cast<size_t>(d)];
+      if (local < 0) continue;
+      const StreamRecord& first = head[static_cast<size_t>(d % n)];
+      send(local, kRepeat, first.label, d % n, first.image.data(), first.image.size());
+    }
   }
   const int64_t corrupt = reader.corrupt().count();
   for (size_t local = 0; local < sockets_.size(); ++local) {

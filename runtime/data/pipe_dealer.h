@@ -8,7 +8,8 @@
 // record k goes to deal rank k mod deal_ranks, exactly as DistributedSampler with shuffle off deals the
 // same records in File mode; at the end of the stream every rank's share is padded to ceil(n / deal_ranks)
 // by repeating records from the start of the stream (record p mod n for the missing places p), as
-// DistributedSampler pads. A resumed epoch skips the places its ranks already trained on.
+// DistributedSampler pads; a share whose last batch would hold one record gets its first record again
+// (batch norm needs two). A resumed epoch skips the places its ranks already trained on.
 //
 // Wire format on each socket, dealer to rank: frames of a 24-byte header {uint32 kind, int32 label,
 // int64 index, uint64 size} and `size` bytes: a record (its encoded image), a repeated record, the end of
@@ -37,6 +38,9 @@ struct PipeDealerOptions {
   int64_t epochs = 1;             // deal epochs first_epoch .. epochs - 1
   int64_t first_epoch_skip = 0;   // places per rank of the first epoch already trained on (resume)
   int deal_ranks = 1;
+  // The ranks' batch size: a share whose last batch would hold a single record gets the share's first
+  // record once more (marked a repeat), as the batch loader completes a File-mode share (min_batch 2).
+  int batch_size = 1;
   std::vector<int> deal_rank_of;  // per local rank: its deal rank
   StreamRecordOptions records;
   std::chrono::milliseconds timeout{600000};  // for the FIFO, each wait for bytes, and the ranks' connections

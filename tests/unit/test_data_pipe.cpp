@@ -74,8 +74,9 @@ struct Dealt {
 };
 
 // Runs a dealer over FIFOs <dir>/train_E and `ranks` feeds read on their own threads.
-std::vector<Dealt> deal(const std::string& dir, int ranks, int epochs, int64_t skip = 0) {
+std::vector<Dealt> deal(const std::string& dir, int ranks, int epochs, int64_t skip = 0, int batch_size = 1) {
   PipeDealerOptions options;
+  options.batch_size = batch_size;
   options.fifo_prefix = dir + "/train";
   options.epochs = epochs;
   options.first_epoch_skip = skip;
@@ -280,4 +281,29 @@ TEST_CASE("loader and sampler: a longer share than ceil(n/R) pads by going round
   REQUIRE(loader.next(batch, std::chrono::seconds(20)) == BatchLoader::Status::batch);
   CHECK(batch.samples == std::vector<int64_t>{1});
   CHECK(batch.repeats == std::vector<uint8_t>{1});
+}
+
+TEST_CASE("pipe dealer: a share whose last batch would hold one record gets its first record again", "[data]") {
+  TempDir dir;
+  // 5 records, 2 ranks, batches of 2: shares of 3 end in a batch of one, completed with records 0 and 1.
+  std::thread first = feed_fifo(dir / "train_0", {tfrecord_stream(0, 5)});
+  const auto dealt = deal(dir.path().string(), 2, 1, 0, 2);
+  first.join();
+  const std::vector<std::vector<std::pair<int64_t, bool>>> expected = {{{0, false}, {2, false}, {4, false}, {0, true}},
+                                                                       {{1, false}, {3, false}, {0, true}, {1, true}}};
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& share = dealt[static_cast<size_t>(rank)].per_epoch.at(0);
+    REQUIRE(share.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      CHECK(share[i].index == expected[static_cast<size_t>(rank)][i].first);
+      CHECK(share[i].repeat == expected[static_cast<size_t>(rank)][i].second);
+    }
+  }
+  // Resumed after the share's last batch: nothing is left, not even the completion.
+  TempDir after;
+  std::thread second = feed_fifo(after / "train_0", {tfrecord_stream(0, 5)});
+  const auto resumed = deal(after.path().string(), 2, 1, 4, 2);
+  second.join();
+  CHECK(resumed[0].per_epoch.at(0).empty());
+  CHECK(resumed[1].per_epoch.at(0).empty());
 }
