@@ -51,7 +51,7 @@ TEST_CASE("file stream: reads, skips and seeks in any mix give the file's bytes"
   }
 }
 
-TEST_CASE("gzip stream: several members inflate as one; damage and truncation are reported", "[data]") {
+TEST_CASE("gzip stream: several members inflate as one, damage and truncation are reported", "[data]") {
   const Bytes first{'a', 'b', 'c'}, second{'d', 'e'};
   Bytes both = gzip(first);
   append(both, gzip(second));

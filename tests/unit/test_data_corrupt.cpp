@@ -154,7 +154,7 @@ TEST_CASE("corrupt .lst lines name the file and the line's offset", "[data]") {
   CHECK(opened.corrupt_at_open == 3);
 }
 
-TEST_CASE("an undecodable image fails its batch with file and offset; skip_corrupt replaces and counts it", "[data]") {
+TEST_CASE("an undecodable image fails its batch with file and offset, skip_corrupt replaces and counts it", "[data]") {
   TempDir dir;
   Bytes file;
   std::vector<size_t> at;

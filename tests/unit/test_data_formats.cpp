@@ -94,7 +94,7 @@ TEST_CASE("data formats: every format of one data set is detected and gives bit-
   }
 }
 
-TEST_CASE("data formats: data_format forces a format; an unknown layout is explained", "[data]") {
+TEST_CASE("data formats: data_format forces a format, an unknown layout is explained", "[data]") {
   TempDir dir;
   const auto set = write_generated_data_set(dir.path(), generated_images());
   CHECK(detect_channel_layout(set.tfrecord, std::nullopt, DataFormat::tfrecord).format == DataFormat::tfrecord);
@@ -112,7 +112,7 @@ TEST_CASE("data formats: data_format forces a format; an unknown layout is expla
   CHECK_THROWS_AS(parse_data_format("parquet"), std::invalid_argument);
 }
 
-TEST_CASE("data formats: tfrecord_label_offset is subtracted; a label below it is a setting to fix", "[data]") {
+TEST_CASE("data formats: tfrecord_label_offset is subtracted, a label below it is a setting to fix", "[data]") {
   TempDir dir;
   const auto set = write_generated_data_set(dir.path(), generated_images());
   auto options = small_options();
@@ -136,7 +136,7 @@ TEST_CASE("data formats: validation image folders take the training folder's cla
   CHECK(opened.folder->labels == std::vector<int32_t>{2});
 }
 
-TEST_CASE("data formats: a record index travels as bytes; share_index decides who builds it", "[data]") {
+TEST_CASE("data formats: a record index travels as bytes, share_index decides who builds it", "[data]") {
   TempDir dir;
   const auto images = generated_images();
   const auto set = write_generated_data_set(dir.path(), images);

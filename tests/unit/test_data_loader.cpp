@@ -298,7 +298,7 @@ TEST_CASE("loader: a file that disappeared fails with its path", "[data]") {
   REQUIRE_THROWS_WITH(loader.next(batch, 30s), Catch::StartsWith(gone) && Catch::Contains("cannot open"));
 }
 
-TEST_CASE("loader: waits are bounded and stop() ends them; the destructor joins promptly", "[data]") {
+TEST_CASE("loader: waits are bounded and stop() ends them, the destructor joins promptly", "[data]") {
   auto source = std::make_shared<SlowSource>(20ms);
   LoaderOptions options;
   options.batch_size = 8;

@@ -228,7 +228,7 @@ TEST_CASE("pipe dealer: records dealt round-robin, shares padded as DistributedS
   }
 }
 
-TEST_CASE("pipe dealer: a resumed epoch skips what its ranks trained on; errors reach every rank", "[data]") {
+TEST_CASE("pipe dealer: a resumed epoch skips what its ranks trained on, and errors reach every rank", "[data]") {
   TempDir dir;
   std::thread feeder = feed_fifo(dir / "train_0", {tfrecord_stream(0, 6)});
   const auto resumed = deal(dir.path().string(), 2, 1, /*skip=*/2);

@@ -198,7 +198,7 @@ TEST_CASE("Open MPI daemons are found on this host only", "[multi_host]") {
   REQUIRE(::geteuid() == 0);
 }
 
-TEST_CASE("AWS Batch children register with the main node; duplicates and strangers are handled",
+TEST_CASE("AWS Batch children register with the main node, duplicates and strangers are handled",
           "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
@@ -213,19 +213,25 @@ TEST_CASE("AWS Batch children register with the main node; duplicates and strang
       return register_with_main_node(node, slots, port, std::chrono::seconds(10), child_waiter);
     });
   };
+  // The main node collects on its own thread; node 1 registers last, so that the stranger and both of
+  // node 2's registrations are answered while the collection still runs (after it, only the refusal
+  // below answers).
+  auto collected = std::async(std::launch::async, [&] {
+    return server.collect(batch_node(0, 3), 2, std::chrono::seconds(20), waiter);
+  });
   auto stranger = child(0, 2);  // node index 0 is the main node itself, not a child: refused
+  CHECK_THROWS_WITH(stranger.get(), Catch::Contains("node index 0 is not a child"));
   auto first = child(2, 2);
+  CHECK(first.get() == "127.0.0.1");
   auto again = child(2, 2);  // node 2 once more, as after a restart: the later one counts
+  CHECK(again.get() == "127.0.0.1");
   auto second = child(1, 2);
-  auto children = server.collect(batch_node(0, 3), 2, std::chrono::seconds(10), waiter);
+  CHECK(second.get() == "127.0.0.1");
+  auto children = collected.get();
   REQUIRE(children.size() == 2);
   CHECK(children.at(1).address == "127.0.0.1");
   CHECK(children.at(2).slots == 2);
-  CHECK(first.get() == "127.0.0.1");
-  CHECK(second.get() == "127.0.0.1");
-  CHECK(again.get() == "127.0.0.1");
   CHECK(server.own_address() == "127.0.0.1");
-  CHECK_THROWS_WITH(stranger.get(), Catch::Contains("node index 0 is not a child"));
 
   server.refuse_from_now_on("training has started");
   auto late = child(1, 2);

@@ -124,7 +124,7 @@ TEST_CASE("relay: text that only looks like the start of a tag stays text", "[re
                                             {-1, OutputStream::out, "[not a tag] from mpirun"}});
 }
 
-TEST_CASE("relay: <stdout>, <stderr> and <stddiag> tags choose the stream; stdout and stderr keep separate lines",
+TEST_CASE("relay: <stdout>, <stderr> and <stddiag> tags choose the stream, stdout and stderr keep separate lines",
           "[relay]") {
   Recorder r;
   r.demux.feed(OutputStream::out, tag(0) + "out part ");

@@ -90,7 +90,7 @@ TEST_CASE("resourceconfig: heterogeneous instance groups", "[resource_config]") 
   CHECK(config.instance_groups[1].hosts == std::vector<std::string>{"algo-3"});
 }
 
-TEST_CASE("resourceconfig: hosts given unsorted are sorted; the master is the first sorted", "[resource_config]") {
+TEST_CASE("resourceconfig: hosts given unsorted are sorted, the master is the first sorted", "[resource_config]") {
   auto config = parse_text(R"({"current_host": "algo-2", "hosts": ["algo-2", "algo-10", "algo-1", "algo-9"]})");
   // Lexicographic, as SageMaker sorts them: "algo-10" before "algo-2".
   CHECK(config.hosts == std::vector<std::string>{"algo-1", "algo-10", "algo-2", "algo-9"});
