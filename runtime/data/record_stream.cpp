@@ -132,10 +132,20 @@ bool StreamRecordReader::next(StreamRecord& record) {
   return found;
 }
 
+// After a corrupt record the readers go on only if they got past it: damage below the record layer (a
+// broken gzip stream) fails the same way at the same place forever, so it ends the stream instead.
+void StreamRecordReader::skip_or_throw(const CorruptDataError& error, uint64_t offset_before) {
+  if (stream_->offset() == offset_before) {
+    throw DataError(fmt::format("{}; the stream cannot be read past this point (even with skip_corrupt)", error.what()));
+  }
+  tally_.add(error);
+}
+
 bool StreamRecordReader::next_tfrecord(StreamRecord& record) {
   TfRecordReader& reader = *readers_->tfrecord;
   for (;;) {
     uint64_t offset = 0;
+    const uint64_t before = stream_->offset();
     try {
       if (!reader.next(data_, offset)) return false;
       ExampleImage example;
@@ -167,7 +177,7 @@ bool StreamRecordReader::next_tfrecord(StreamRecord& record) {
                                     "(even with skip_corrupt)",
                                     error.what()));
       }
-      tally_.add(error);
+      skip_or_throw(error, before);
     }
   }
 }
@@ -176,6 +186,7 @@ bool StreamRecordReader::next_recordio(StreamRecord& record) {
   RecordIoReader& reader = *readers_->recordio;
   for (;;) {
     uint64_t offset = 0;
+    const uint64_t before = stream_->offset();
     try {
       if (!reader.next(data_, offset)) {
         if (!reader.resync()) return false;  // the end, or damage the reader must scan past
@@ -187,7 +198,7 @@ bool StreamRecordReader::next_recordio(StreamRecord& record) {
       record.offset = offset;
       return true;
     } catch (const CorruptDataError& error) {
-      tally_.add(error);
+      skip_or_throw(error, before);
     }
   }
 }

@@ -68,6 +68,7 @@ class StreamRecordReader {
   bool next_tfrecord(StreamRecord& record);
   bool next_recordio(StreamRecord& record);
   int32_t checked_label(int64_t label, uint64_t offset) const;
+  void skip_or_throw(const CorruptDataError& error, uint64_t offset_before);
 
   std::unique_ptr<ByteStream> stream_;
   StreamRecordOptions options_;

@@ -26,10 +26,10 @@ mkdir -p "$build/obj"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 library=()
-for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio; do
+for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio record_stream; do
   library+=("$root/runtime/data/$name.cpp")
 done
-targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio)
+targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
 # Compile each source in parallel; an object newer than its source, every data header, the fuzz headers
 # and this script is reused.
@@ -57,7 +57,7 @@ seeds="$build/seeds"
 python3 - "$seeds" <<'PY'
 import gzip, os, struct, sys
 out = sys.argv[1]
-for d in ("tfrecord", "tf_example", "recordio"):
+for d in ("tfrecord", "tf_example", "recordio", "record_stream"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 table = []
 for i in range(256):
@@ -104,15 +104,31 @@ r1 = part(0, image_record(3.0, [], jpeg))
 head = image_record(2.0, [2.0, 5.0], b"abcd")
 r2 = part(1, head) + part(2, b"wxyz") + part(3, jpeg)  # the record head + MAGIC + wxyz + MAGIC + jpeg
 open(os.path.join(out, "recordio", "records"), "wb").write(r1 + r2 + r1)
+# Pipe-mode streams: a control byte (1: unwrap RecordIO, 2: skip corrupt, 4: num_classes 1000, 8: label
+# offset 0), then the stream: TFRecord, gzip TFRecord, RecordIO, and TFRecord wrapped in RecordIO.
+tfrecords = tfrecord(e1) + tfrecord(e2)
+for name, control, stream in (("tfrecord", 4, tfrecords), ("gzip", 6, gzip.compress(tfrecords)),
+                              ("recordio", 2, r1 + r2), ("wrapped", 5, part(0, tfrecords))):
+    open(os.path.join(out, "record_stream", name), "wb").write(bytes([control]) + stream)
 PY
 
+# The targets run side by side (each bounded by its own -max_total_time), each into its own log, printed
+# in turn afterwards: the suite's wall time is one target's, not three.
 status=0
+fuzz_pids=()
 for target in "${targets[@]}"; do
   name="${target#fuzz_}"
   mkdir -p "$build/corpus/$name"
   echo "run_fuzz_data.sh: fuzzing $target for ${seconds}s"
-  (cd "$build" && "./$target" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
-      -print_final_stats=1 -artifact_prefix="$build/$target-" "$build/corpus/$name" "$seeds/$name") || status=1
+  (cd "$build" && exec "./$target" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
+      -print_final_stats=1 -artifact_prefix="$build/$target-" "$build/corpus/$name" "$seeds/$name") \
+      >"$build/$target.log" 2>&1 &
+  fuzz_pids+=($!)
+done
+for i in "${!targets[@]}"; do
+  wait "${fuzz_pids[$i]}" || status=1
+  echo "--- ${targets[$i]}:"
+  tail -n 30 "$build/${targets[$i]}.log"
 done
 if [[ $status -ne 0 ]]; then
   echo "run_fuzz_data.sh: FAILED: a fuzz target found a bug (see its output above and $build/*-crash-*)" >&2
