@@ -1,0 +1,38 @@
+// Every CUDA and NCCL call of the GPU rank goes through these: a failure throws GpuError naming the call,
+// the rank, the file and line, and the library's own words, so the job's failure reason says which rank
+// and which call went wrong.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace train::gpu {
+
+class GpuError : public std::runtime_error {
+ public:
+  explicit GpuError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// The rank named in messages (set once at start-up).
+void set_error_rank(int rank);
+int error_rank();
+
+[[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
+[[noreturn]] void throw_nccl_error(ncclResult_t status, const char* call, const char* file, int line);
+
+}  // namespace train::gpu
+
+#define TRAIN_CUDA_CHECK(call)                                                                       \
+  do {                                                                                               \
+    const cudaError_t train_status_ = (call);                                                        \
+    if (train_status_ != cudaSuccess) ::train::gpu::throw_cuda_error(train_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+#define TRAIN_NCCL_CHECK(call)                                                                       \
+  do {                                                                                               \
+    const ncclResult_t train_status_ = (call);                                                       \
+    if (train_status_ != ncclSuccess) ::train::gpu::throw_nccl_error(train_status_, #call, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,33 @@
+// The job's NCCL communicator: rank 0 makes the unique id, MPI broadcasts it, every rank joins with its
+// MPI rank on the GPU it pinned. Creation is bounded: it runs non-blocking (NCCL's config.blocking = 0)
+// and is polled, so a rank that never joins becomes an error naming the wait instead of a hung job.
+#pragma once
+
+#include <mpi.h>
+#include <nccl.h>
+
+#include <chrono>
+
+namespace train::gpu {
+
+class NcclCommunicator {
+ public:
+  NcclCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout);
+  ~NcclCommunicator();  // destroys (or, after an error, aborts) the communicator
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Waits (bounded) until the communicator has finished its pending work or failed: for non-blocking
+  // communicators NCCL calls may return ncclInProgress.
+  void wait_ready(std::chrono::milliseconds timeout, const char* what) const;
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace train::gpu
