@@ -307,3 +307,13 @@ TEST_CASE("pipe dealer: a share whose last batch would hold one record gets its 
   CHECK(resumed[0].per_epoch.at(0).empty());
   CHECK(resumed[1].per_epoch.at(0).empty());
 }
+
+TEST_CASE("record stream: a broken gzip stream ends with an error even with skip_corrupt", "[data]") {
+  Bytes damaged = gzip(tfrecord_stream(0, 40));
+  damaged.resize(damaged.size() / 2);  // truncated mid-stream
+  damaged[damaged.size() / 2] ^= 0x5a;  // and damaged before that
+  StreamRecordOptions skipping;
+  skipping.skip_corrupt = true;
+  // Whatever records come out before the damage, the reader must end (here: with an error), not loop.
+  CHECK_THROWS_AS(read_all(damaged, skipping), DataError);
+}
