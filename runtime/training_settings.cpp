@@ -64,10 +64,6 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.weight_decay = hp.real("weight_decay");
   settings.label_smoothing = hp.real("label_smoothing");
   settings.augmentation = hp.text("augmentation_type");
-  if (settings.augmentation == "crop_color") {
-    throw ConfigError("hyperparameter `augmentation_type` is \"crop_color\", which this build of train does not "
-                      "implement yet; use \"crop\" or \"none\"");
-  }
   settings.shuffle = hp.boolean("shuffle");
   settings.seed = static_cast<uint64_t>(hp.integer("seed"));
   settings.checkpoint_frequency = hp.integer("checkpoint_frequency");

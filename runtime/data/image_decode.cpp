@@ -225,7 +225,9 @@ JpegDecoder::Region JpegDecoder::decode(int eighths, int x0, int x1, int y0, int
     region.width = static_cast<int>(width);
   }
   try {
-    rgb.resize(static_cast<size_t>(region.width) * region.height * 3);
+    // Grown only: growing zero-fills the new part, a cost for nothing when the decoder overwrites it.
+    const size_t bytes = static_cast<size_t>(region.width) * region.height * 3;
+    if (rgb.size() < bytes) rgb.resize(bytes);
     if (impl_->cmyk) impl_->cmyk_rows.resize(static_cast<size_t>(region.width) * 4 * 16);
   } catch (...) {
     impl_->reset();
@@ -338,6 +340,7 @@ RgbImage decode_image(const uint8_t* data, size_t size, const std::string& name)
       image.width = decoder.width();
       image.height = decoder.height();
       decoder.decode(8, 0, image.width, 0, image.height, image.pixels);
+      image.pixels.resize(static_cast<size_t>(image.width) * image.height * 3);
       return image;
     }
     case ImageFormat::png:

@@ -62,7 +62,8 @@ class JpegDecoder {
   };
   // Decodes columns [x0, x1) and rows [y0, y1) (of the image at scale eighths/8, clamped to it) into
   // `rgb` as rows of Region::width RGB triples, the pixels of [x0, x1) x [y0, y1) exactly as a full
-  // decode at that scale gives them (the columns around them are not). Call once per start().
+  // decode at that scale gives them (the columns around them are not). `rgb` is grown as needed and
+  // never shrunk, so it may hold more bytes than the region. Call once per start().
   Region decode(int eighths, int x0, int x1, int y0, int y1, std::vector<uint8_t>& rgb);
 
  private:

@@ -102,7 +102,13 @@ void decode_augment_normalise(const uint8_t* data, size_t size, const std::strin
                                   size == 0 ? "it is empty" : "it starts with bytes " + start));
     }
   }
-  resample_normalise(window, b.fx, b.fy, geometry.flip, b.resample, out);
+  // Drawn after the crop and flip, so crop_color's boxes are crop's.
+  if (options.augmentation == Augmentation::crop_color) {
+    const ColorJitter jitter = random_color_jitter(rng);
+    resample_normalise(window, b.fx, b.fy, geometry.flip, b.resample, out, &jitter);
+  } else {
+    resample_normalise(window, b.fx, b.fy, geometry.flip, b.resample, out);
+  }
 }
 
 int32_t ImageFolderSource::load(int64_t index, uint64_t seed, int64_t epoch, float* out,
