@@ -6,6 +6,7 @@
 #pragma once
 
 #include "gradient_buckets.h"
+#include "layer_fusion.h"
 #include "resnet_spec.h"
 
 #include <cstdint>
@@ -66,27 +67,12 @@ class CpuResNet {
     int n = 0, h = 0, w = 0, c = 0;
     int64_t size() const { return int64_t{n} * h * w * c; }
   };
-  // How a layer runs in training, once fused with its neighbours (plan_fusion): BN then ReLU is one op
-  // (batch_norm_relu_*), and so is the end of a residual block, BN + add + ReLU (its forward only: the
-  // gradient at the add is needed by both operands, so it is stored once and shared, not copied).
-  enum class Fusion {
-    none,
-    bn_relu,        // batch norm writing its ReLU's output (`partner` is the relu layer)
-    relu_in_bn,     // a relu done by its batch norm: nothing to do
-    bn_in_add,      // a batch norm whose forward runs at its residual add (`partner`)
-    bn_add_relu,    // a residual add running its operand's batch norm (`partner`), the add and the ReLU
-    relu_in_add,    // a relu whose forward ran at the add before it; its backward runs as usual
-  };
-  struct LayerState {
+  // How a layer runs in training, once fused with its neighbours: layer_fusion.h.
+  struct LayerState : LayerFusion {             // the fusion plan's entry, and:
     int weight = -1, bias = -1;                  // parameter indices (conv/bn/fc)
     int running_mean = -1, running_var = -1, tracked = -1;  // spec indices of BN buffers
     std::vector<T> save_mean, save_invstd;       // BN
     std::vector<int32_t> argmax;                 // max pool
-    Fusion fusion = Fusion::none;
-    int partner = -1;                            // the layer it is fused with (for bn_add_relu: the BN)
-    int relu_layer = -1;                         // bn_relu, bn_add_relu: the relu whose output it writes
-    // residual_add: which operands may take the output's gradient buffer as theirs instead of a copy.
-    bool share_gradient_a = false, share_gradient_b = false;
   };
   void plan_fusion();
   void forward(const T* images, int batch, bool training);

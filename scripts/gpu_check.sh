@@ -13,7 +13,9 @@
 #      outputs, timings, determinism (see tests/gpu/gpu_kernel_check.cpp for shapes and tolerances);
 #   3. gpu_nccl_check under mpirun, one rank per GPU: the bucketed NCCL allreduce averages and agrees
 #      bit for bit across ranks;
-#   4. (reserved) whole-training-step checks: see run_step_checks below.
+#   4. gpu_step_check: one whole training step (forward, loss, backward, SGD) of ResNet-50 and ResNet-18 on
+#      the GPU against the CPU backend on the same weights and batch, fp32 and bf16, and the model file
+#      written from the GPU model (tests/gpu/gpu_step_check.cpp states the tolerances).
 #
 # Exit status: 0 when every check passed; 1 when any failed; 2 when no GPU is visible; other non-zero
 # statuses for build or usage errors.
@@ -47,7 +49,7 @@ if [[ -z "$binary" ]]; then
   generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   cmake -S "$repo" -B "$build_dir" "${generator[@]}" -DTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release
-  cmake --build "$build_dir" -j"$(nproc)" --target gpu_kernel_check gpu_nccl_check
+  cmake --build "$build_dir" -j"$(nproc)" --target gpu_kernel_check gpu_nccl_check gpu_step_check
   binary="$build_dir/tests/gpu/gpu_kernel_check"
 fi
 if [[ ! -x "$binary" ]]; then
@@ -84,7 +86,20 @@ fi
 # Whole-training-step checks (GPU step vs CPU step on the same weights and batch) go here once they
 # exist; each sets status=1 on a miss.
 run_step_checks() {
-  :
+  # GpuResNet's whole step (fp32 and bf16) against CpuResNet<float>: loss, every gradient, BN statistics,
+  # the SGD update, inference and the model file (tests/gpu/gpu_step_check.cpp for cases and tolerances).
+  local step_check
+  step_check="$(dirname "$binary")/gpu_step_check"
+  if [[ ! -x "$step_check" && "$binary" == "$build_dir/tests/gpu/gpu_kernel_check" ]]; then
+    cmake --build "$build_dir" -j"$(nproc)" --target gpu_step_check || true
+  fi
+  if [[ ! -x "$step_check" ]]; then
+    echo "gpu_check.sh: $step_check is missing; the step check did not run" >&2
+    status=1
+    return
+  fi
+  echo "== whole training step, GPU vs CPU ($step_check)"
+  "$step_check" || status=1
 }
 run_step_checks
 
