@@ -153,23 +153,31 @@ class CpuTrainer {
       }
       epoch_corrupt_skipped_ += batch.corrupt_skipped;
       const bool stop = train_one_step(batch, reducer);
-      if (stop) {
-        save_checkpoint(batch.next, "stop request");
-        if (identity_.rank == 0) {
-          write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
-                                    step_, signal_description()));
-        }
-        return 0;
-      }
+      if (stop) return stop_with_checkpoint(batch.next);
     }
     // The last epoch ends with the last step (or with max_steps, perhaps part-way).
     end_of_epoch(epoch, /*complete=*/step_ % steps_per_epoch_ == 0);
+    return finish_training();
+  }
+
+ private:
+  // The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal).
+  int stop_with_checkpoint(const data::DataPosition& next) {
+    save_checkpoint(next, "stop request");
+    if (identity_.rank == 0) {
+      write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
+                                step_, signal_description()));
+    }
+    return 0;
+  }
+
+  // After the last step: every rank must hold the same parameters, then rank 0 writes the model.
+  int finish_training() {
     check_replicas_agree(model_->all_values().data(), model_->all_values().size(), identity_, comm_, step_timeout_ms());
     write_model();
     return 0;
   }
 
- private:
   data::ImageFolderOptions image_options() const {
     data::ImageFolderOptions image;
     image.height = settings_.height;
@@ -187,11 +195,9 @@ class CpuTrainer {
     // [0]: the largest share; [1]: the job's samples (each host's first rank counts its host's).
     int64_t numbers[2] = {mine, settings_.sharded ? (identity_.local_rank == 0 ? train_source_->size() : 0)
                                                   : (identity_.rank == 0 ? train_source_->size() : 0)};
-    int64_t most = mine, total = 0;
     bounded_allreduce(&numbers[0], 1, MPI_INT64_T, MPI_MAX, comm_, step_timeout_ms(), "the largest data share");
     bounded_allreduce(&numbers[1], 1, MPI_INT64_T, MPI_SUM, comm_, step_timeout_ms(), "the job's sample count");
-    most = numbers[0];
-    total = numbers[1];
+    const int64_t most = numbers[0], total = numbers[1];
     if (most != mine && identity_.local_rank == 0) {
       log_info("ShardedByS3Key: this host holds {} samples ({} per rank per epoch) and the fullest host {} per rank; "
                "this host's ranks repeat samples from the start of each epoch to keep step",
@@ -333,20 +339,11 @@ class CpuTrainer {
       }
       const bool stop = train_one_step(*batch, reducer, padding);
       ++steps_in_epoch;
-      if (stop) {
-        // Every rank is at the same step of the epoch; a resumed job skips that many batches of each share.
-        save_checkpoint(data::DataPosition{epoch, steps_in_epoch * settings_.batch_per_rank}, "stop request");
-        if (identity_.rank == 0) {
-          write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
-                                    step_, signal_description()));
-        }
-        return 0;
-      }
+      // Every rank is at the same step of the epoch; a resumed job skips that many batches of each share.
+      if (stop) return stop_with_checkpoint(data::DataPosition{epoch, steps_in_epoch * settings_.batch_per_rank});
     }
     if (!last_epoch_closed) end_of_epoch(epoch, /*complete=*/false);
-    check_replicas_agree(model_->all_values().data(), model_->all_values().size(), identity_, comm_, step_timeout_ms());
-    write_model();
-    return 0;
+    return finish_training();
   }
 
   void open_data() {

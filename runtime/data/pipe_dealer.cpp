@@ -81,6 +81,10 @@ PipeDealer::PipeDealer(PipeRendezvous rendezvous, PipeDealerOptions options)
     throw std::invalid_argument("Pipe dealer: no ranks to deal to");
   }
   sockets_.assign(options_.deal_rank_of.size(), -1);
+  local_of_deal_rank_.assign(static_cast<size_t>(options_.deal_ranks), -1);
+  for (size_t local = 0; local < options_.deal_rank_of.size(); ++local) {
+    local_of_deal_rank_.at(static_cast<size_t>(options_.deal_rank_of[local])) = static_cast<int>(local);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -128,10 +132,7 @@ void PipeDealer::deal_epoch(int64_t epoch, int64_t fifo_number, int64_t skip) {
   const std::string path = fmt::format("{}_{}", options_.fifo_prefix, fifo_number);
   StreamRecordReader reader(std::make_unique<FifoStream>(path, options_.timeout, &stop_), options_.records);
   const int64_t deal_ranks = options_.deal_ranks;
-  std::vector<int> local_of(static_cast<size_t>(deal_ranks), -1);
-  for (size_t local = 0; local < options_.deal_rank_of.size(); ++local) {
-    local_of[static_cast<size_t>(options_.deal_rank_of[local])] = static_cast<int>(local);
-  }
+  const std::vector<int>& local_of = local_of_deal_rank_;
   std::vector<StreamRecord> head;  // the stream's first deal_ranks records: what padding repeats
   StreamRecord record;
   int64_t n = 0;

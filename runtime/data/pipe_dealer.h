@@ -70,6 +70,7 @@ class PipeDealer {
   PipeRendezvous rendezvous_;
   PipeDealerOptions options_;
   std::vector<int> sockets_;  // per local rank
+  std::vector<int> local_of_deal_rank_;  // per deal rank: its local rank on this host, or -1
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -271,11 +271,10 @@ class SampleOnce(unittest.TestCase):
         what = f"{mode}, {distribution}, {len(hosts)} hosts x {ranks_per_host} ranks"
         for host in hosts:
             opt_ml = cluster.opt_ml(host)
+            if os.path.ismount(os.path.join(opt_ml, "input", "data", "train")):
+                cluster.run(host, ["umount", "/opt/ml/input/data/train"], check=True)
             for sub in ("input", "model", "output", "checkpoints"):
-                path = os.path.join(opt_ml, sub)
-                if os.path.ismount(os.path.join(opt_ml, "input", "data", "train")):
-                    cluster.run(host, ["umount", "/opt/ml/input/data/train"], check=True)
-                shutil.rmtree(path, ignore_errors=True)
+                shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
         simcluster.write_sagemaker_job(cluster, hyperparameters(ranks_per_host), channel_config(mode, distribution))
         feeders = []
         sample_dirs = []
