@@ -1,7 +1,7 @@
-#include "batch_registration.h"
+#include "entrypoint/batch_registration.h"
 
-#include "log.h"
-#include "network_probe.h"
+#include "common/log.h"
+#include "entrypoint/network_probe.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -4,8 +4,8 @@
 // every child has registered, then launches as a SageMaker master would.
 #pragma once
 
-#include "cluster.h"
-#include "job_waiter.h"
+#include "entrypoint/job_waiter.h"
+#include "job/cluster.h"
 
 #include <atomic>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "child_process.h"
+#include "entrypoint/child_process.h"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 // dispositions a fresh program expects (the launcher blocks the signals it reads through signalfd).
 #pragma once
 
-#include "environment_map.h"
+#include "common/environment_map.h"
 
 #include <string>
 #include <sys/types.h>

@@ -1,4 +1,4 @@
-#include "descendants.h"
+#include "entrypoint/descendants.h"
 
 #include <csignal>
 #include <dirent.h>

@@ -1,6 +1,6 @@
-#include "job_report.h"
+#include "entrypoint/job_report.h"
 
-#include "log.h"
+#include "common/log.h"
 
 #include <fmt/format.h>
 

@@ -3,8 +3,8 @@
 // fit. A failure file that already exists (written by user code) is never overwritten.
 #pragma once
 
-#include "atomic_file.h"  // write_file_atomically
-#include "paths.h"
+#include "common/atomic_file.h"  // write_file_atomically
+#include "common/paths.h"
 
 #include <string>
 #include <vector>

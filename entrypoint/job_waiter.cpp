@@ -1,8 +1,8 @@
-#include "job_waiter.h"
+#include "entrypoint/job_waiter.h"
 
-#include "child_process.h"
-#include "descendants.h"
-#include "log.h"
+#include "common/log.h"
+#include "entrypoint/child_process.h"
+#include "entrypoint/descendants.h"
 
 #include <cerrno>
 #include <csignal>

@@ -2,7 +2,7 @@
 // ...) ends every wait at once, and children that exit are reaped and reported as they go.
 #pragma once
 
-#include "signal_inbox.h"
+#include "entrypoint/signal_inbox.h"
 
 #include <chrono>
 #include <functional>

@@ -1,15 +1,15 @@
-#include "launcher.h"
+#include "entrypoint/launcher.h"
 
-#include "child_process.h"
-#include "config_error.h"
-#include "descendants.h"
-#include "exit_codes.h"
-#include "job_report.h"
-#include "log.h"
-#include "mpirun_command.h"
-#include "mpirun_outcome.h"
-#include "rank_output_relay.h"
-#include "signal_inbox.h"
+#include "common/config_error.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "entrypoint/child_process.h"
+#include "entrypoint/descendants.h"
+#include "entrypoint/job_report.h"
+#include "entrypoint/mpirun_command.h"
+#include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/rank_output_relay.h"
+#include "entrypoint/signal_inbox.h"
 
 #include <fmt/format.h>
 

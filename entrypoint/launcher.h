@@ -2,9 +2,9 @@
 // to the ranks, reap everything, and report the outcome in SageMaker's files and our exit code.
 #pragma once
 
-#include "environment_map.h"
-#include "job_description.h"
-#include "signal_inbox.h"
+#include "common/environment_map.h"
+#include "entrypoint/signal_inbox.h"
+#include "job/job_description.h"
 
 #include <chrono>
 #include <set>

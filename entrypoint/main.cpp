@@ -1,16 +1,16 @@
 // `train`: the ENTRYPOINT of the training container. See README.md for the commands and exit codes.
-#include "config_error.h"
-#include "exit_codes.h"
-#include "hyperparameter_schema.h"
-#include "job_description.h"
-#include "job_report.h"
-#include "launcher.h"
-#include "log.h"
-#include "multi_host_launch.h"
-#include "rank_exec.h"
-#include "validate_command.h"
-#include "../runtime/device_query.h"
-#include "../runtime/rank_main.h"
+#include "common/config_error.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "entrypoint/job_report.h"
+#include "entrypoint/launcher.h"
+#include "entrypoint/multi_host_launch.h"
+#include "entrypoint/rank_exec.h"
+#include "entrypoint/validate_command.h"
+#include "job/gpu_inventory.h"
+#include "job/hyperparameter_schema.h"
+#include "job/job_description.h"
+#include "runtime/rank_main.h"
 
 #include <fmt/format.h>
 

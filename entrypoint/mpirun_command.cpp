@@ -1,4 +1,4 @@
-#include "mpirun_command.h"
+#include "entrypoint/mpirun_command.h"
 
 #include <fmt/format.h>
 

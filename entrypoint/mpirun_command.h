@@ -2,8 +2,8 @@
 // both Open MPI's and NCCL's traffic, the launcher's environment exported, the user's options last.
 #pragma once
 
-#include "environment_map.h"
-#include "job_description.h"
+#include "common/environment_map.h"
+#include "job/job_description.h"
 
 #include <string>
 #include <vector>

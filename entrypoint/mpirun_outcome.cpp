@@ -1,6 +1,6 @@
-#include "mpirun_outcome.h"
+#include "entrypoint/mpirun_outcome.h"
 
-#include "child_process.h"
+#include "entrypoint/child_process.h"
 
 #include <fmt/format.h>
 

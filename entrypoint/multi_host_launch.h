@@ -1,12 +1,12 @@
-// A job on several hosts (DESIGN.md §4). Every host checks its network interface and starts sshd. On AWS
+// A job on several hosts (docs/architecture.md, data flow). Every host checks its network interface and starts sshd. On AWS
 // Batch the children register with the main node. The master then waits (bounded) until every other
 // host's sshd answers, writes the host file and runs mpirun across them; the others are workers that wait
 // for their ranks to come and go, and give up on a master that is lost.
 #pragma once
 
-#include "environment_map.h"
-#include "job_description.h"
-#include "launcher.h"
+#include "common/environment_map.h"
+#include "entrypoint/launcher.h"
+#include "job/job_description.h"
 
 namespace train {
 

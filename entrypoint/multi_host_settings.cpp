@@ -1,6 +1,6 @@
-#include "multi_host_settings.h"
+#include "entrypoint/multi_host_settings.h"
 
-#include "config_error.h"
+#include "common/config_error.h"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 // every wait logs a line while it waits, so a slow one is visible.
 #pragma once
 
-#include "environment_map.h"
+#include "common/environment_map.h"
 
 #include <chrono>
 #include <string>

@@ -1,6 +1,6 @@
-#include "network_probe.h"
+#include "entrypoint/network_probe.h"
 
-#include "log.h"
+#include "common/log.h"
 
 #include <fmt/format.h>
 

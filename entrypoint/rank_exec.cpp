@@ -1,16 +1,16 @@
-#include "rank_exec.h"
+#include "entrypoint/rank_exec.h"
 
-#include "rank_mark.h"
+#include "job/rank_mark.h"
 
-#include "child_process.h"
-#include "config_error.h"
-#include "descendants.h"
-#include "exit_codes.h"
-#include "job_description.h"
-#include "log.h"
-#include "mpirun_outcome.h"
-#include "rank_environment.h"
-#include "signal_inbox.h"
+#include "common/config_error.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "entrypoint/child_process.h"
+#include "entrypoint/descendants.h"
+#include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/signal_inbox.h"
+#include "job/job_description.h"
+#include "job/rank_environment.h"
 
 #include <csignal>
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "rank_output_relay.h"
+#include "entrypoint/rank_output_relay.h"
 
 #include <algorithm>
 

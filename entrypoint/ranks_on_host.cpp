@@ -1,6 +1,6 @@
-#include "ranks_on_host.h"
+#include "entrypoint/ranks_on_host.h"
 
-#include "descendants.h"
+#include "entrypoint/descendants.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "signal_inbox.h"
+#include "entrypoint/signal_inbox.h"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
-#include "sshd_service.h"
+#include "entrypoint/sshd_service.h"
 
-#include "child_process.h"
-#include "log.h"
-#include "network_probe.h"
+#include "common/log.h"
+#include "entrypoint/child_process.h"
+#include "entrypoint/network_probe.h"
 
 #include <fmt/format.h>
 

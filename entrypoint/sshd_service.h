@@ -3,9 +3,9 @@
 // ended with the job) unless one already answers on this host.
 #pragma once
 
-#include "environment_map.h"
-#include "job_waiter.h"
-#include "multi_host_settings.h"
+#include "common/environment_map.h"
+#include "entrypoint/job_waiter.h"
+#include "entrypoint/multi_host_settings.h"
 
 #include <string>
 #include <sys/types.h>

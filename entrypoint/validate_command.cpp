@@ -1,9 +1,9 @@
-#include "validate_command.h"
+#include "entrypoint/validate_command.h"
 
-#include "config_error.h"
-#include "exit_codes.h"
-#include "job_description.h"
-#include "log.h"
+#include "common/config_error.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "job/job_description.h"
 
 #include <fmt/format.h>
 

@@ -1,11 +1,11 @@
-#include "worker_host.h"
+#include "entrypoint/worker_host.h"
 
-#include "exit_codes.h"
-#include "host_failure.h"
-#include "log.h"
-#include "network_probe.h"
-#include "ranks_on_host.h"
-#include "rank_mark.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "entrypoint/host_failure.h"
+#include "entrypoint/network_probe.h"
+#include "entrypoint/ranks_on_host.h"
+#include "job/rank_mark.h"
 
 #include <fmt/format.h>
 

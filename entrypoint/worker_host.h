@@ -3,9 +3,9 @@
 // watches the master throughout, so that a lost master ends this host too instead of hanging it.
 #pragma once
 
-#include "job_description.h"
-#include "job_waiter.h"
-#include "multi_host_settings.h"
+#include "entrypoint/job_waiter.h"
+#include "entrypoint/multi_host_settings.h"
+#include "job/job_description.h"
 
 #include <chrono>
 #include <string>

@@ -1,4 +1,4 @@
-#include "learning_rate.h"
+#include "runtime/learning_rate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@ double LearningRateSchedule::at(int64_t step) const {
     // Reach the peak at the end of warm-up, never start at exactly 0 (a wasted step).
     return peak * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   }
-  if (decay == "step") {
+  if (decay == LrDecay::step) {
     int64_t epoch = step / std::max<int64_t>(1, steps_per_epoch);
     int passed = static_cast<int>(std::count_if(step_epochs.begin(), step_epochs.end(),
                                                 [&](int64_t milestone) { return epoch >= milestone; }));
@@ -22,7 +22,7 @@ double LearningRateSchedule::at(int64_t step) const {
   }
   const double span = static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
   const double progress = std::clamp(static_cast<double>(step - warmup_steps) / span, 0.0, 1.0);
-  if (decay == "poly") return peak * (1.0 - progress) * (1.0 - progress);
+  if (decay == LrDecay::poly) return peak * (1.0 - progress) * (1.0 - progress);
   return peak * 0.5 * (1.0 + std::cos(M_PI * progress));  // cosine
 }
 

@@ -4,14 +4,15 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace train {
 
+enum class LrDecay { step, poly, cosine };
+
 struct LearningRateSchedule {
   double peak = 0.1;
-  std::string decay = "cosine";      // step, poly or cosine
+  LrDecay decay = LrDecay::cosine;
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;
   int64_t steps_per_epoch = 1;

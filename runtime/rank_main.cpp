@@ -1,16 +1,16 @@
-#include "rank_main.h"
+#include "runtime/rank_main.h"
 
-#include "cpu_trainer.h"
-#include "device_query.h"
-#include "mpi_check.h"
-#include "stop_request.h"
-#include "data/data_error.h"
-#include "../entrypoint/config_error.h"
-#include "../entrypoint/exit_codes.h"
-#include "../entrypoint/job_description.h"
-#include "../entrypoint/log.h"
-#include "../entrypoint/rank_mark.h"
-#include "../entrypoint/rank_environment.h"
+#include "common/config_error.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "job/job_description.h"
+#include "job/rank_environment.h"
+#include "job/rank_mark.h"
+#include "runtime/comm/mpi_check.h"
+#include "runtime/data/data_error.h"
+#include "runtime/device_pinning.h"
+#include "runtime/stop_request.h"
+#include "runtime/trainer.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -87,7 +87,7 @@ int run_rank_checked() {
     throw ConfigError("this build of train trains on the CPU only (the GPU path is not built yet); set the "
                       "hyperparameter device=cpu to train on this GPU host's CPUs");
   }
-  int code = run_cpu_training(job, identity, MPI_COMM_WORLD);
+  int code = Trainer(job, identity, MPI_COMM_WORLD).run();
   MPI_CHECK(MPI_Finalize());
   return code;
 }

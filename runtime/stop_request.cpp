@@ -1,4 +1,4 @@
-#include "stop_request.h"
+#include "runtime/stop_request.h"
 
 #include <atomic>
 #include <csignal>

@@ -1,6 +1,6 @@
-#include "training_settings.h"
+#include "runtime/training_settings.h"
 
-#include "../entrypoint/config_error.h"
+#include "common/config_error.h"
 
 #include <fmt/format.h>
 
@@ -14,10 +14,12 @@ namespace {
 // known only at its end, so the schedule and the model need both numbers up front, as SageMaker's built-in
 // image classification algorithm asks for them.
 void configure_pipe(TrainingSettings& settings, const Channel& channel, const JobDescription& job) {
-  if (settings.data_format != "auto" && settings.data_format != "tfrecord" && settings.data_format != "recordio") {
+  using data::DataFormat;
+  if (settings.data_format != DataFormat::detect && settings.data_format != DataFormat::tfrecord &&
+      settings.data_format != DataFormat::recordio) {
     throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, which streams TFRecord or RecordIO objects, but "
                                   "hyperparameter data_format is \"{}\": use auto, tfrecord or recordio, or File mode",
-                                  channel.name, settings.data_format));
+                                  channel.name, data::data_format_name(settings.data_format)));
   }
   std::vector<std::string> missing;
   if (!settings.num_training_samples) missing.push_back("num_training_samples (records per epoch across the job)");
@@ -34,7 +36,41 @@ void configure_pipe(TrainingSettings& settings, const Channel& channel, const Jo
   settings.pipe_unwrap_recordio = channel.record_wrapper == RecordWrapper::recordio;
 }
 
+template <typename Enum, size_t N>
+Enum choose(const std::string& text, const char* hyperparameter, const std::pair<const char*, Enum> (&choices)[N]) {
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+  }
+  // The schema has refused anything else already; reaching here is a schema and code out of step.
+  throw ConfigError(fmt::format("hyperparameter `{}`: \"{}\" is not a choice this build of train knows", hyperparameter, text));
+}
+
+constexpr std::pair<const char*, Optimizer> optimizers[] = {{"sgd", Optimizer::sgd}, {"nag", Optimizer::nag}, {"lars", Optimizer::lars}};
+constexpr std::pair<const char*, LrDecay> decays[] = {{"step", LrDecay::step}, {"poly", LrDecay::poly}, {"cosine", LrDecay::cosine}};
+constexpr std::pair<const char*, Precision> precisions[] = {{"float32", Precision::float32}, {"bfloat16", Precision::bfloat16}};
+
 }  // namespace
+
+const char* optimizer_name(Optimizer optimizer) {
+  for (const auto& [name, value] : optimizers) {
+    if (value == optimizer) return name;
+  }
+  return "?";
+}
+
+const char* precision_name(Precision precision) {
+  for (const auto& [name, value] : precisions) {
+    if (value == precision) return name;
+  }
+  return "?";
+}
+
+const char* lr_decay_name(LrDecay decay) {
+  for (const auto& [name, value] : decays) {
+    if (value == decay) return name;
+  }
+  return "?";
+}
 
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
   const auto& hp = job.hyperparameters;
@@ -55,20 +91,22 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.epochs = hp.integer("epochs");
   settings.max_steps = hp.integer("max_steps");
   settings.learning_rate = hp.real("learning_rate");
-  settings.lr_scheduler = hp.text("lr_scheduler");
+  settings.lr_scheduler = choose(hp.text("lr_scheduler"), "lr_scheduler", decays);
   settings.lr_step_epochs = hp.integers("lr_scheduler_step");
   settings.lr_step_factor = hp.real("lr_scheduler_factor");
   settings.warmup_epochs = hp.real("warmup_epochs");
-  settings.optimizer = hp.text("optimizer");
+  settings.optimizer = choose(hp.text("optimizer"), "optimizer", optimizers);
   settings.momentum = hp.real("momentum");
   settings.weight_decay = hp.real("weight_decay");
   settings.label_smoothing = hp.real("label_smoothing");
-  settings.augmentation = hp.text("augmentation_type");
+  settings.augmentation = data::parse_augmentation(hp.text("augmentation_type"));
+  settings.device = job.device == "cuda" ? Device::cuda : Device::cpu;
+  settings.precision = choose(job.precision, "precision_dtype", precisions);
   settings.shuffle = hp.boolean("shuffle");
   settings.seed = static_cast<uint64_t>(hp.integer("seed"));
   settings.checkpoint_frequency = hp.integer("checkpoint_frequency");
   settings.bucket_bytes = static_cast<size_t>(hp.real("fusion_threshold_mb") * 1024.0 * 1024.0);
-  if (hp.has("data_format")) settings.data_format = hp.text("data_format");
+  if (hp.has("data_format")) settings.data_format = data::parse_data_format(hp.text("data_format"));
   if (hp.has("tfrecord_label_offset")) settings.tfrecord_label_offset = hp.integer("tfrecord_label_offset");
   if (hp.has("skip_corrupt")) settings.skip_corrupt = hp.boolean("skip_corrupt");
   if (auto samples = hp.optional_integer("num_training_samples")) settings.num_training_samples = *samples;
@@ -78,7 +116,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   if (train_channel != nullptr) {
     settings.train_dir = job.paths.channel(train_channel->name);
     if (train_channel->mode == InputMode::pipe) configure_pipe(settings, *train_channel, job);
-  } else if (settings.data_format != "synthetic") {
+  } else if (settings.data_format != data::DataFormat::synthetic) {
     throw ConfigError("the job has no training data: expected a channel named \"train\" (or \"training\") in "
                       "inputdataconfig.json, or hyperparameter data_format=synthetic for a benchmark");
   }
@@ -101,6 +139,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.model_dir = job.paths.model();
   settings.checkpoint_dir = job.paths.checkpoints();
   settings.threads = threads_per_rank(job, identity);
+  settings.local_rank = identity.local_rank;
   return settings;
 }
 

@@ -1,17 +1,27 @@
-// What the training loop needs, derived once from the job description and this rank's place in it:
-// model, input, batch, schedule, optimizer, data sharing, checkpoints. Every derived number is here, so
-// the loop only trains.
+// What the trainer and its engine need, derived once from the job description and this rank's place in
+// it: model, input, batch, schedule, optimizer, precision, data sharing, checkpoints. Every choice is
+// decided here into a type, so the loop and the step never compare strings.
 #pragma once
 
-#include "../entrypoint/job_description.h"
-#include "../entrypoint/rank_environment.h"
-#include "learning_rate.h"
+#include "job/job_description.h"
+#include "job/rank_environment.h"
+#include "runtime/data/data_channel.h"
+#include "runtime/data/transform.h"
+#include "runtime/learning_rate.h"
 
 #include <filesystem>
 #include <optional>
 #include <string>
 
 namespace train {
+
+enum class Optimizer { sgd, nag, lars };
+enum class Precision { float32, bfloat16 };
+enum class Device { cpu, cuda };
+
+const char* optimizer_name(Optimizer optimizer);
+const char* precision_name(Precision precision);
+const char* lr_decay_name(LrDecay decay);
 
 struct TrainingSettings {
   int depth = 50;
@@ -22,18 +32,20 @@ struct TrainingSettings {
   int64_t epochs = 30;
   int64_t max_steps = 0;           // 0: no limit
   double learning_rate = 0.1;      // as given (for a global batch of 256)
-  std::string lr_scheduler = "cosine";
+  LrDecay lr_scheduler = LrDecay::cosine;
   std::vector<int64_t> lr_step_epochs;
   double lr_step_factor = 0.1;
   double warmup_epochs = 0;
-  std::string optimizer = "sgd";
+  Optimizer optimizer = Optimizer::sgd;
   double momentum = 0.9, weight_decay = 1e-4, label_smoothing = 0;
-  std::string augmentation = "crop";
+  data::Augmentation augmentation = data::Augmentation::crop;
+  Device device = Device::cpu;
+  Precision precision = Precision::float32;
   bool shuffle = true;
   uint64_t seed = 0;
   int64_t checkpoint_frequency = 1;
   size_t bucket_bytes = 25u << 20;
-  std::string data_format = "auto";
+  data::DataFormat data_format = data::DataFormat::detect;
   int64_t tfrecord_label_offset = 1;  // subtracted from TFRecord labels
   bool skip_corrupt = false;          // skip (and count) corrupt records instead of failing
 
@@ -56,6 +68,7 @@ struct TrainingSettings {
   bool pipe_unwrap_recordio = false;  // RecordWrapperType=RecordIO
   std::filesystem::path model_dir, checkpoint_dir;
   int threads = 1;  // compute threads of this rank
+  int local_rank = 0;  // this rank's GPU, on a CUDA device
 };
 
 // Throws ConfigError for what the job asks but this build cannot do (with what to do instead).

@@ -2,7 +2,7 @@
 """Decode and augmentation throughput per core of train's data pipeline against libjpeg-turbo's bare decode
 and Pillow/torchvision, on the same JPEGs. Prints figures only (it asserts nothing about speed).
 
-    /usr/bin/python3 scripts/bench_decode.py [--bench build/runtime/data/data_bench] [--folder DIR]
+    /usr/bin/python3 scripts/bench_decode.py [--bench build/scripts/bench/data_bench] [--folder DIR]
                                              [--images 1000] [--rounds 3] [--augmentations none,crop,crop_color]
 
 It builds nothing: build data_bench first (`cmake --build build --target data_bench`). Without --folder it
@@ -18,7 +18,7 @@ machine distorts them little. Each side runs --rounds times, alternating, and th
   Pillow: torchvision's ImageFolder loader (PIL open, convert("RGB")) then, for crop,
           RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)) + RandomHorizontalFlip, for crop_color
           also ColorJitter(0.4, 0.4, 0.4), for none Resize(224) + CenterCrop(224); then ToTensor + Normalize
-The targets (DESIGN.md section 7, the data issue): ours at least 0.8x the bare decode and 2x Pillow.
+The targets (the data issue): ours at least 0.8x the bare decode and 2x Pillow.
 """
 import argparse
 import json
@@ -93,7 +93,7 @@ def pillow_rate(files, augmentation, images, size):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bench", default=os.path.join("build", "runtime", "data", "data_bench"),
+    parser.add_argument("--bench", default=os.path.join("build", "scripts", "bench", "data_bench"),
                         help="the data_bench binary (default: %(default)s)")
     parser.add_argument("--folder", help="an image folder (DIR/CLASS/*.jpg) instead of the generated JPEGs")
     parser.add_argument("--images", type=int, default=1000, help="images per round and side")

@@ -56,7 +56,7 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU
 fi
 if [ "$engine" = podman ]; then
   # Podman's default ulimits can exceed this host's hard limits, which makes runc refuse to start the
-  # container (DESIGN.md §10): ask for no more than the host allows, and no more than train needs.
+  # container (docs/architecture.md, "Containers on a machine without Docker"): ask for no more than the host allows, and no more than train needs.
   nofile="$(ulimit -Hn)"; nproc="$(ulimit -Hu)"
   if [ "$nofile" = unlimited ] || [ "$nofile" -gt 65536 ]; then nofile=65536; fi
   if [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; then nproc=32768; fi

@@ -1,4 +1,4 @@
-#include "device_probe.h"
+#include "kernels/cuda/device_probe.h"
 
 namespace train {
 

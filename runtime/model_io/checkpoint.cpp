@@ -1,6 +1,6 @@
-#include "checkpoint.h"
+#include "runtime/model_io/checkpoint.h"
 
-#include "entrypoint/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <fmt/format.h>
 

@@ -13,8 +13,8 @@
 // the next write removes and the reader never looks at).
 #pragma once
 
-#include "safetensors.h"
-#include "tensor.h"
+#include "runtime/model_io/safetensors.h"
+#include "runtime/model_io/tensor.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "initial_weights.h"
+#include "runtime/model_io/initial_weights.h"
 
 #include <fmt/format.h>
 

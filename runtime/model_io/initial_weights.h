@@ -13,8 +13,8 @@
 //   (converted to I64).
 #pragma once
 
-#include "safetensors.h"
-#include "tensor.h"
+#include "runtime/model_io/safetensors.h"
+#include "runtime/model_io/tensor.h"
 
 #include <string>
 #include <string_view>

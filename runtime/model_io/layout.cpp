@@ -1,4 +1,4 @@
-#include "layout.h"
+#include "runtime/model_io/layout.h"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
-#include "model_files.h"
+#include "runtime/model_io/model_files.h"
 
-#include "entrypoint/atomic_file.h"
-#include "safetensors.h"
+#include "common/atomic_file.h"
+#include "runtime/model_io/safetensors.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

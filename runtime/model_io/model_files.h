@@ -10,7 +10,7 @@
 // always describes a complete weights file.
 #pragma once
 
-#include "tensor.h"
+#include "runtime/model_io/tensor.h"
 
 #include <array>
 #include <filesystem>

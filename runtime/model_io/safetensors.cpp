@@ -1,6 +1,6 @@
-#include "safetensors.h"
+#include "runtime/model_io/safetensors.h"
 
-#include "entrypoint/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -14,7 +14,7 @@
 // problem is a SafetensorsError whose message names the file, the tensor and what is wrong.
 #pragma once
 
-#include "tensor.h"
+#include "runtime/model_io/tensor.h"
 
 #include <cstdint>
 #include <map>

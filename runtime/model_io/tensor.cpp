@@ -1,4 +1,4 @@
-#include "tensor.h"
+#include "runtime/model_io/tensor.h"
 
 #include <fmt/format.h>
 

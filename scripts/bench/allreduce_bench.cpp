@@ -3,8 +3,8 @@
 // one allreduce of everything in one buffer (the ceiling), one allreduce per tensor (naive code).
 // Prints time and bus bandwidth (2 (R-1)/R bytes / time, NCCL's convention) on rank 0.
 //   mpirun -np 4 allreduce_bench [THRESHOLD_MB] [REPEATS]
-#include "runtime/gradient_buckets.h"
-#include "runtime/resnet_spec.h"
+#include "runtime/comm/gradient_buckets.h"
+#include "runtime/model/resnet_spec.h"
 
 #include <fmt/format.h>
 #include <mpi.h>

@@ -6,7 +6,7 @@
 // work on the machine hardly disturbs.
 //   layer_bench DEPTH BATCH SIZE [REPEATS]
 #include "kernels/ops.h"
-#include "runtime/resnet_spec.h"
+#include "runtime/model/resnet_spec.h"
 
 #include <fmt/format.h>
 

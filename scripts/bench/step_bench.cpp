@@ -2,7 +2,7 @@
 // on random data. scripts/bench_cpu_step.py runs it next to PyTorch on the same shapes.
 //   step_bench DEPTH BATCH SIZE STEPS
 #include "kernels/ops.h"
-#include "runtime/cpu_resnet.h"
+#include "runtime/model/cpu_resnet.h"
 
 #include <fmt/format.h>
 
@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   }
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   const int classes = 1000;
-  CpuResNet<float> model(build_resnet_spec(depth, classes), batch, size, size, size_t{25} << 20);
+  ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), batch, size, size);
+  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(1);
   std::vector<float> momentum(model.all_values().size(), 0.0f);
   std::vector<ops::SgdTensor<float>> tensors;

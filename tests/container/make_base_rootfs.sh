@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes (once) the Debian bookworm root file system that the container test imports as its base image:
-# no registry can be reached here (DESIGN.md §10), so the base comes from debootstrap and apt's own mirror.
+# no registry can be reached here (docs/architecture.md, "Containers on a machine without Docker"), so the base comes from debootstrap and apt's own mirror.
 # Usage: make_base_rootfs.sh CACHE_DIR  -> prints the path of CACHE_DIR/bookworm-minbase.tar
 # The tarball is reused when present: debootstrap takes minutes, the tarball never changes meaning.
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""Podman as this machine runs it (DESIGN.md §10), and a record of everything a test makes with it.
+"""Podman as this machine runs it (docs/architecture.md, "Containers on a machine without Docker"), and a record of everything a test makes with it.
 
 Two adjustments make Debian's Podman work here: the runc runtime (not crun) and container ulimits no
 higher than the host's hard limits. They go into a private containers.conf (CONTAINERS_CONF), so the

@@ -1,5 +1,5 @@
 """The image users run, built and run for real: docker/Dockerfile built with Podman on a Debian base made
-here (no registry can be reached: debootstrap, then `podman import`; DESIGN.md §10), for both stages, then
+here (no registry can be reached: debootstrap, then `podman import`; docs/architecture.md, "Containers on a machine without Docker"), for both stages, then
 
 - a one-host SageMaker job started as SageMaker starts it (`podman run ... IMAGE train`, a host directory at
   /opt/ml): exit 0, the model files and output/success;

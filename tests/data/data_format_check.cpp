@@ -6,10 +6,10 @@
 // RecordIO records (RecordWrapperType=RecordIO), dealt by the Pipe dealer to 1 and 3 ranks: the batches of
 // two augmented epochs must equal the reference's read in order (Pipe mode streams, it cannot shuffle).
 // Exit 0 when they all do, 1 (saying which and where) when one differs or cannot be read.
-#include "../unit/test_data_record_writers.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/data/data_channel.h"
 #include "runtime/data/pipe_dealer.h"
+#include "tests/unit/test_data_record_writers.h"
 
 #include <fmt/format.h>
 

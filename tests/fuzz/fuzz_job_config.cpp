@@ -1,11 +1,11 @@
 // libFuzzer target for the job description parsers: any bytes go through parse_json_text and then through
 // each of the three file parsers. A ConfigError is the expected answer to bad input; any other exception,
 // a crash, a sanitizer report, or a message that is not printable UTF-8 is a bug.
-#include "entrypoint/config_error.h"
-#include "entrypoint/hyperparameters.h"
-#include "entrypoint/input_data_config.h"
-#include "entrypoint/json_file.h"
-#include "entrypoint/resource_config.h"
+#include "common/config_error.h"
+#include "common/json_file.h"
+#include "job/hyperparameters.h"
+#include "job/input_data_config.h"
+#include "job/resource_config.h"
 
 #include <cstddef>
 #include <cstdint>

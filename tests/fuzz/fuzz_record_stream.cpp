@@ -2,9 +2,9 @@
 // from its first bytes, gzip inflated, RecordIO wrappers unwrapped when the first input byte says so,
 // corrupt records skipped when it says so). Every record returned must carry an image inside the stream's
 // decoded bytes' bounds and a label below num_classes.
-#include "fuzz_data_common.h"
 #include "runtime/data/byte_stream.h"
 #include "runtime/data/record_stream.h"
+#include "tests/fuzz/fuzz_data_common.h"
 
 #include <memory>
 

@@ -1,9 +1,9 @@
 // libFuzzer target for MXNet RecordIO: any bytes are read as a RecordIO stream (reassembling multi-part
 // records, resynchronising after damage, parsing image headers); every record found must read back the
 // same from its own extent, as RecordSource reads it by offset.
-#include "fuzz_data_common.h"
 #include "runtime/data/byte_stream.h"
 #include "runtime/data/recordio.h"
+#include "tests/fuzz/fuzz_data_common.h"
 
 #include <vector>
 

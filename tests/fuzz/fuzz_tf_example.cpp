@@ -1,7 +1,7 @@
 // libFuzzer target for the protobuf reader and tf.train.Example parsing: any bytes either parse, with the
 // image inside the input, or throw ProtobufError.
-#include "fuzz_data_common.h"
 #include "runtime/data/tf_example.h"
+#include "tests/fuzz/fuzz_data_common.h"
 
 using namespace train::data;
 

@@ -1,9 +1,9 @@
 // libFuzzer target for TFRecord framing: any bytes (inflated first when they start like gzip) are indexed
 // as a TFRecord stream, failing and skipping; every record the index accepts must check out again when
 // read back from memory by its offset and length, as RecordSource does.
-#include "fuzz_data_common.h"
 #include "runtime/data/byte_stream.h"
 #include "runtime/data/tfrecord.h"
+#include "tests/fuzz/fuzz_data_common.h"
 
 #include <memory>
 #include <vector>

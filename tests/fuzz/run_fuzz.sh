@@ -25,13 +25,14 @@ mkdir -p "$build/obj" "$build/corpus/job_config"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 sources=("$here/fuzz_job_config.cpp")
-for name in json_file resource_config input_data_config hyperparameter_schema hyperparameters nearest_name; do
-  sources+=("$root/entrypoint/$name.cpp")
+for name in common/json_file job/resource_config job/input_data_config job/hyperparameter_schema job/hyperparameters \
+            common/nearest_name; do
+  sources+=("$root/$name.cpp")
 done
 
-# Compile each source in parallel; an object newer than its source, every entrypoint header and this script
-# is reused.
-newest_header="$(ls -t "$root"/entrypoint/*.h "$0" | head -n 1 || true)"
+# Compile each source in parallel; an object newer than its source, every common/ and job/ header and this
+# script is reused.
+newest_header="$(ls -t "$root"/common/*.h "$root"/job/*.h "$0" | head -n 1 || true)"
 pids=()
 objects=()
 for source in "${sources[@]}"; do

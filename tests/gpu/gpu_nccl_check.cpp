@@ -6,11 +6,11 @@
 //
 //   mpirun -np <GPUs> gpu_nccl_check
 // Exit 0 when every case passes, 1 on a miss, 2 when no GPU is visible.
-#include "runtime/gpu/gradient_reducer_nccl.h"
-#include "runtime/gpu/nccl_check.h"
-#include "runtime/gpu/nccl_communicator.h"
-#include "runtime/mpi_check.h"
-#include "runtime/resnet_spec.h"
+#include "runtime/comm/gradient_reducer_nccl.h"
+#include "runtime/comm/mpi_check.h"
+#include "runtime/comm/nccl_check.h"
+#include "runtime/comm/nccl_communicator.h"
+#include "runtime/model/resnet_spec.h"
 
 #include <cuda_bf16.h>
 #include <fmt/format.h>

@@ -13,7 +13,7 @@
 // Compared: bucket plan and on_gradient order (identical to the CPU's), loss, top-1 hits, every gradient,
 // BN running statistics and num_batches_tracked, the SGD step (GPU momentum and weights against
 // ops::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
-// copy_to), and model.safetensors written from the GPU model (equal to the CPU export of that state).
+// download_state), and model.safetensors written from the GPU model (equal to the CPU export of that state).
 //
 // Why an fp64 reference and tolerances that scale: ResNet-50 at initialisation amplifies rounding by
 // ~10^4 (ReLUs whose input is within rounding of zero open on one side and not the other, and the
@@ -56,12 +56,12 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
-#include "runtime/cpu_resnet.h"
-#include "runtime/gpu/gpu_resnet.h"
+#include "runtime/model/cpu_resnet.h"
+#include "runtime/model/gpu_resnet.h"
+#include "runtime/model/model_state.h"
+#include "runtime/model/resnet_spec.h"
 #include "runtime/model_io/model_files.h"
 #include "runtime/model_io/safetensors.h"
-#include "runtime/model_state.h"
-#include "runtime/resnet_spec.h"
 #include "tests/gpu/gpu_check_support.h"
 
 #include <cuda_runtime_api.h>
@@ -289,7 +289,13 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
   const auto started = std::chrono::steady_clock::now();
 
   const train::ResNetSpec spec = train::build_resnet_spec(c.depth, c.classes);
-  CpuResNet<float> cpu(spec, c.batch, c.size, c.size, kBucketBytes);
+  // Each model gets a plan and buckets of its own, made the way the engines make them.
+  auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size); };
+  auto buckets_of = [&](const train::ResNetPlan& plan) {
+    return train::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
+  };
+  const train::ResNetPlan cpu_plan = plan_of();
+  CpuResNet<float> cpu(cpu_plan, buckets_of(cpu_plan));
   cpu.initialize(seed);
   Random random(seed + 1);
   const size_t image_count = static_cast<size_t>(c.batch) * c.size * c.size * 3;
@@ -300,8 +306,9 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     for (float& v : cpu.all_values()) v = round_to_bf16(v);
   }
 
-  GpuResNet<T> gpu(spec, c.batch, c.size, c.size, kBucketBytes, context);
-  gpu.initialize_from(cpu);
+  const train::ResNetPlan gpu_plan = plan_of();
+  GpuResNet<T> gpu(gpu_plan, buckets_of(gpu_plan), context);
+  gpu.upload_state(train::HostModelState{cpu.all_values(), cpu.all_buffers(), cpu.all_tracked()});
   DeviceBuffer<T> device_images(image_count, images);
   DeviceBuffer<std::int32_t> device_labels(labels.size(), std::vector<float>(labels.begin(), labels.end()));
 
@@ -315,7 +322,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
                                          [&](int p) { cpu_order.push_back(p); }, [] {});
   const std::vector<float> cpu_gradients = cpu.all_gradients();
 
-  CpuResNet<double> exact(spec, c.batch, c.size, c.size, kBucketBytes);
+  CpuResNet<double> exact(cpu_plan, buckets_of(cpu_plan));
   exact.initialize(seed);  // running statistics 0 and 1; the parameters are the fp32 model's start
   {
     std::vector<float> start = gpu.download_parameters();
@@ -523,8 +530,13 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
                 tracked_mismatches == 0 ? std::to_string(tracked) + " counters agree" : tracked_note);
   }
 
-  // ---- from here on the CPU model holds the GPU model's state (copy_to) ----
-  gpu.copy_to(cpu);
+  // ---- from here on the CPU model holds the GPU model's state ----
+  {
+    train::HostModelState state = gpu.download_state();
+    cpu.all_values() = std::move(state.parameters);
+    cpu.all_buffers() = std::move(state.float_buffers);
+    cpu.all_tracked() = std::move(state.tracked);
+  }
 
   // ---- inference: both models on the same (updated) weights and running statistics ----
   {
@@ -552,7 +564,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     const std::filesystem::path directory(pattern);
     std::string problem;
     try {
-      train::ExportedTensors exported = train::gpu::export_model_state(gpu);
+      train::ExportedTensors exported = gpu.export_state();
       train::model_io::ModelDescription description;
       description.num_layers = c.depth;
       description.num_classes = c.classes;
@@ -565,7 +577,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
         problem = "model.json missing";
       }
       // The CPU model's export of the same state (model_state.cpp: the trainer's path to model files).
-      train::ExportedTensors reference = train::export_model_state(cpu);
+      train::ExportedTensors reference = cpu.export_state();
       if (problem.empty() && file.tensors.size() != reference.views().size()) {
         problem = std::to_string(file.tensors.size()) + " tensors in the file, the CPU export has " +
                   std::to_string(reference.views().size());

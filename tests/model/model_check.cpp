@@ -11,8 +11,8 @@
 // BATCH holds "images" F32 [N,H,W,3] (NHWC) and "labels" I64 [N]. OUT gets "loss" [1], "grad.<name>" for
 // every parameter, "state.<name>" for every parameter and buffer after the step (BN running statistics
 // updated), and "eval_logits" [N,CLASSES] from inference mode after the step.
-#include "runtime/cpu_resnet.h"
-#include "runtime/model_state.h"
+#include "runtime/model/cpu_resnet.h"
+#include "runtime/model/model_state.h"
 #include "runtime/model_io/safetensors.h"
 
 #include <fmt/format.h>
@@ -38,10 +38,12 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
   std::vector<int32_t> targets;
   for (int64_t label : labels->to_int64()) targets.push_back(static_cast<int32_t>(label));
 
-  CpuResNet<T> model(build_resnet_spec(depth, classes), n, static_cast<int>(images->shape[1]),
-                     static_cast<int>(images->shape[2]), size_t{25} << 20);
+  ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), n, static_cast<int>(images->shape[1]),
+                                static_cast<int>(images->shape[2]));
+  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<T> model(std::move(plan), std::move(buckets));
   model.initialize(1);
-  import_model_state(model, weights.tensors);
+  model.import_state(weights.tensors);
   int reported = 0;
   auto result = model.train_step(pixels.data(), targets.data(), n, smoothing, T(1), [&](int) { ++reported; }, [] {});
   if (reported != model.parameter_tensors()) {
@@ -51,8 +53,8 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
   std::vector<T> eval_logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, eval_logits.data());
 
-  ExportedTensors out = export_gradients(model, "grad.");
-  ExportedTensors state = export_model_state(model);
+  ExportedTensors out = export_gradients(model.plan(), model.bucket_plan(), model.all_gradients().data(), "grad.");
+  ExportedTensors state = model.export_state();
   std::vector<model_io::TensorView> views = out.views();
   for (auto view : state.views()) {
     view.name = "state." + view.name;
@@ -74,9 +76,11 @@ int infer(int depth, int classes, const model_io::SafetensorsFile& weights, cons
   if (images == nullptr || images->shape.size() != 4) throw std::runtime_error("BATCH needs images [N,H,W,3]");
   const int n = static_cast<int>(images->shape[0]);
   std::vector<float> pixels = images->to_float();
-  CpuResNet<float> model(build_resnet_spec(depth, classes), std::max(n, 2), static_cast<int>(images->shape[1]),
-                         static_cast<int>(images->shape[2]), size_t{25} << 20);
-  import_model_state(model, weights.tensors);
+  ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), std::max(n, 2), static_cast<int>(images->shape[1]),
+                                static_cast<int>(images->shape[2]));
+  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  model.import_state(weights.tensors);
   std::vector<float> logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, logits.data());
   model_io::write_safetensors(out_path, {{"eval_logits", model_io::Dtype::F32, {n, classes}, logits.data()}});

@@ -17,11 +17,11 @@
 //       {"taken": [...], "reinitialise": [...], "notes": [...]}
 //
 // Errors go to stderr as "model_io_tool: MESSAGE", exit status 1.
+#include "runtime/model/resnet_spec.h"
 #include "runtime/model_io/initial_weights.h"
 #include "runtime/model_io/layout.h"
 #include "runtime/model_io/model_files.h"
 #include "runtime/model_io/safetensors.h"
-#include "runtime/resnet_spec.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 //     parameters.
 // Prints one line per check and "N passed, M failed"; exits non-zero on any failure.
 #include "kernels/ops.h"
-#include "runtime/cpu_resnet.h"
-#include "runtime/gradient_reducer_mpi.h"
+#include "runtime/comm/gradient_reducer_mpi.h"
+#include "runtime/model/cpu_resnet.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -76,10 +76,12 @@ std::vector<double> reference_gradient(CpuResNet<float>& reference, const std::v
 // The distributed run: this rank's shard, bucketed MPI reduction. On rank 0 with `worst_error`, every
 // step's reduced gradient is also compared with the one-process reference.
 std::vector<float> distributed_parameters(int rank, int ranks, size_t bucket_bytes, double* worst_error) {
-  CpuResNet<float> model(build_resnet_spec(depth, classes), batch, size, size, bucket_bytes);
+  const ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), batch, size, size);
+  const BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), bucket_bytes);
+  CpuResNet<float> model(plan, buckets);
   model.initialize(42);
   std::optional<CpuResNet<float>> reference;
-  if (worst_error != nullptr && rank == 0) reference.emplace(build_resnet_spec(depth, classes), batch, size, size, bucket_bytes);
+  if (worst_error != nullptr && rank == 0) reference.emplace(plan, buckets);
   std::vector<float> momentum(model.all_values().size(), 0.0f);
   auto tensors = sgd_tensors(model, momentum);
   MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),

@@ -2,8 +2,8 @@
 // ConfigError an expression throws.
 #pragma once
 
-#include "entrypoint/config_error.h"
-#include "entrypoint/paths.h"
+#include "common/config_error.h"
+#include "common/paths.h"
 
 #include <catch2/catch.hpp>
 

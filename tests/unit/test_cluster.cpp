@@ -1,9 +1,9 @@
 // The cluster description: AWS Batch multi-node variables, SageMaker's resourceconfig and a local run all
 // give the same shape; bad Batch variables give exact messages.
-#include "entrypoint/cluster.h"
-#include "entrypoint/environment_map.h"
-#include "entrypoint/resource_config.h"
-#include "job_files_fixture.h"
+#include "common/environment_map.h"
+#include "job/cluster.h"
+#include "job/resource_config.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

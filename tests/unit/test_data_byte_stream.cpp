@@ -4,7 +4,7 @@
 #include "runtime/data/byte_stream.h"
 #include "runtime/data/crc32c.h"
 #include "runtime/data/data_error.h"
-#include "test_data_record_writers.h"
+#include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>
 

@@ -9,7 +9,7 @@
 #include "runtime/data/recordio.h"
 #include "runtime/data/tf_example.h"
 #include "runtime/data/tfrecord.h"
-#include "test_data_record_writers.h"
+#include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 #include "runtime/data/data_error.h"
 #include "runtime/data/image_folder.h"
-#include "test_data_helpers.h"
+#include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>
 

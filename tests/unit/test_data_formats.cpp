@@ -5,7 +5,7 @@
 #include "runtime/data/data_channel.h"
 #include "runtime/data/data_error.h"
 #include "runtime/data/record_source.h"
-#include "test_data_record_writers.h"
+#include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>
 

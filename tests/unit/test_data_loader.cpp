@@ -1,7 +1,7 @@
 #include "runtime/data/batch_loader.h"
 #include "runtime/data/data_error.h"
 #include "runtime/data/sampler.h"
-#include "test_data_helpers.h"
+#include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>
 

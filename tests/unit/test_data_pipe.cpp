@@ -6,9 +6,9 @@
 #include "runtime/data/fifo_stream.h"
 #include "runtime/data/pipe_dealer.h"
 #include "runtime/data/record_stream.h"
-#include "runtime/data/tfrecord.h"
 #include "runtime/data/sampler.h"
-#include "test_data_record_writers.h"
+#include "runtime/data/tfrecord.h"
+#include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>
 

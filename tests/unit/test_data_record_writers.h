@@ -7,7 +7,7 @@
 
 #include "runtime/data/crc32c.h"
 #include "runtime/data/image_encode.h"
-#include "test_data_helpers.h"
+#include "tests/unit/test_data_helpers.h"
 
 #include <zlib.h>
 

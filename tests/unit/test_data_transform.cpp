@@ -1,7 +1,7 @@
 #include "runtime/data/image_decode.h"
 #include "runtime/data/sample_source.h"
 #include "runtime/data/transform.h"
-#include "test_data_helpers.h"
+#include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>
 

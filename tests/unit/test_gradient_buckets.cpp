@@ -1,4 +1,4 @@
-#include "runtime/gradient_buckets.h"
+#include "runtime/comm/gradient_buckets.h"
 #include "runtime/learning_rate.h"
 
 #include <catch2/catch.hpp>
@@ -68,9 +68,9 @@ TEST_CASE("Learning rate: warm-up, then cosine, poly and step decay", "[schedule
   CHECK(schedule.at(4) == Approx(0.4));
   CHECK(schedule.at(54) == Approx(0.2));
   CHECK(schedule.at(104) == Approx(0.0).margin(1e-12));
-  schedule.decay = "poly";
+  schedule.decay = LrDecay::poly;
   CHECK(schedule.at(54) == Approx(0.1));
-  schedule.decay = "step";
+  schedule.decay = LrDecay::step;
   schedule.step_epochs = {3, 6};
   schedule.step_factor = 0.1;
   CHECK(schedule.at(29) == Approx(0.4));

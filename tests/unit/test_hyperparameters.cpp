@@ -1,10 +1,10 @@
 // hyperparameters.json: decoded exactly as the SageMaker training toolkit decodes it, then checked against
 // our schema; every type error with the exact message the user sees.
-#include "entrypoint/hyperparameter_schema.h"
-#include "entrypoint/hyperparameters.h"
-#include "entrypoint/json_file.h"
-#include "entrypoint/nearest_name.h"
-#include "job_files_fixture.h"
+#include "common/json_file.h"
+#include "common/nearest_name.h"
+#include "job/hyperparameter_schema.h"
+#include "job/hyperparameters.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

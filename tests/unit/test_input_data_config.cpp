@@ -1,8 +1,8 @@
 // inputdataconfig.json: channels, their modes, and names that could never be directory names.
-#include "entrypoint/input_data_config.h"
-#include "entrypoint/json_file.h"
-#include "entrypoint/paths.h"
-#include "job_files_fixture.h"
+#include "common/json_file.h"
+#include "common/paths.h"
+#include "job/input_data_config.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

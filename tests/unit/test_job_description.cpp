@@ -1,8 +1,8 @@
 // load_job_description over a real directory: the files SageMaker writes, the host's GPUs and CPUs, and
 // every problem reported at once.
-#include "entrypoint/job_description.h"
-#include "entrypoint/json_file.h"
-#include "job_files_fixture.h"
+#include "common/json_file.h"
+#include "job/job_description.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

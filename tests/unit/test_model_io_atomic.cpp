@@ -1,7 +1,7 @@
-#include "entrypoint/atomic_file.h"
+#include "common/atomic_file.h"
 #include "runtime/model_io/safetensors.h"
 
-#include "test_model_io_support.h"
+#include "tests/unit/test_model_io_support.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
+#include "runtime/model/resnet_spec.h"
 #include "runtime/model_io/initial_weights.h"
-#include "runtime/resnet_spec.h"
 
 #include <catch2/catch.hpp>
 

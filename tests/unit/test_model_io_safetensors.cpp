@@ -1,6 +1,6 @@
 #include "runtime/model_io/safetensors.h"
 
-#include "test_model_io_support.h"
+#include "tests/unit/test_model_io_support.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

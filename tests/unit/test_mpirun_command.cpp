@@ -1,8 +1,8 @@
 // The mpirun command line: slots, hosts, tagged output, no tree spawn, the environment by name, the
 // user's options last before the rank program.
-#include "entrypoint/hyperparameters.h"
-#include "entrypoint/job_description.h"
 #include "entrypoint/mpirun_command.h"
+#include "job/hyperparameters.h"
+#include "job/job_description.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // The pieces of a multi-host launch that can be checked inside one process: the host file, the timeout
 // variables, the SSH probe, finding Open MPI daemons by namespace, and AWS Batch registration over real TCP
 // on the loopback interface. tests/cluster runs the whole thing across simulated hosts.
+#include "common/config_error.h"
 #include "entrypoint/batch_registration.h"
-#include "entrypoint/config_error.h"
 #include "entrypoint/job_waiter.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/multi_host_settings.h"

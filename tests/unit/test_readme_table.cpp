@@ -1,6 +1,6 @@
 // The README's hyperparameter table is generated from the schema: this fails when they differ, or when the
 // README has lost the markers that delimit the table.
-#include "entrypoint/hyperparameter_schema.h"
+#include "job/hyperparameter_schema.h"
 
 #include <catch2/catch.hpp>
 

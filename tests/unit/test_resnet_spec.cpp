@@ -1,4 +1,4 @@
-#include "runtime/resnet_spec.h"
+#include "runtime/model/resnet_spec.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,9 +1,9 @@
 // resourceconfig.json: the shapes SageMaker and the SDK's local mode write, and every way it can be wrong,
 // each with the exact message the user sees.
-#include "entrypoint/cluster.h"
-#include "entrypoint/json_file.h"
-#include "entrypoint/resource_config.h"
-#include "job_files_fixture.h"
+#include "common/json_file.h"
+#include "job/cluster.h"
+#include "job/resource_config.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // The SM_* variables: the SageMaker training toolkit's names and encodings, each host with its own values.
-#include "entrypoint/job_description.h"
-#include "entrypoint/sagemaker_environment.h"
-#include "job_files_fixture.h"
+#include "job/job_description.h"
+#include "job/sagemaker_environment.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // What the training loop derives from the job for Pipe mode and ShardedByS3Key: the FIFOs, the
 // dealing ranks, and the clear refusals of what Pipe mode cannot do.
-#include "entrypoint/job_description.h"
-#include "job_files_fixture.h"
+#include "job/job_description.h"
 #include "runtime/training_settings.h"
+#include "tests/unit/job_files_fixture.h"
 
 #include <catch2/catch.hpp>
 

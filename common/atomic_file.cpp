@@ -1,0 +1,116 @@
+#include "common/atomic_file.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace train {
+
+namespace {
+
+constexpr std::string_view temporary_suffix = ".tmp-";
+
+std::string directory_of(const std::string& path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+std::runtime_error system_error(std::string_view action, const std::string& path, int error) {
+  return std::runtime_error(fmt::format("cannot {} {}: {}", action, path, std::strerror(error)));
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path, mode_t mode) : path_(std::move(path)) {
+  const std::string pattern = path_ + std::string(temporary_suffix) + "XXXXXX";
+  temporary_ = pattern;
+  fd_ = ::mkstemp(temporary_.data());
+  if (fd_ < 0) throw system_error("create", pattern, errno);  // (mkstemp may have changed temporary_)
+  if (::fchmod(fd_, mode) != 0) {
+    int saved = errno;
+    ::close(fd_);
+    ::unlink(temporary_.c_str());
+    fd_ = -1;
+    throw system_error("set the mode of", temporary_, saved);
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temporary_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  if (fd_ < 0) throw std::logic_error(fmt::format("{}: write after commit", path_));
+  const char* next = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t written = ::write(fd_, next, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throw system_error("write", temporary_, errno);
+    }
+    next += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) throw std::logic_error(fmt::format("{}: commit twice", path_));
+  int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    throw system_error("flush", temporary_, saved);
+  }
+  if (::close(fd) != 0) throw system_error("close", temporary_, errno);
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    int saved = errno;
+    throw std::runtime_error(
+        fmt::format("cannot rename {} to {}: {}", temporary_, path_, std::strerror(saved)));
+  }
+  committed_ = true;
+  sync_directory(directory_of(path_));
+}
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+  AtomicFile file(path);
+  file.write(content);
+  file.commit();
+}
+
+void sync_directory(const std::string& directory) {
+  int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw system_error("open the directory", directory, errno);
+  int synced = ::fsync(fd);
+  int saved = errno;
+  ::close(fd);
+  // Some file systems (and /proc-like ones) refuse fsync on directories; the rename is still done.
+  if (synced != 0 && saved != EINVAL && saved != EROFS) throw system_error("flush the directory", directory, saved);
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  std::filesystem::path target(path);
+  std::filesystem::path directory = target.parent_path().empty() ? "." : target.parent_path();
+  const std::string prefix = target.filename().string() + std::string(temporary_suffix);
+  int removed = 0;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    // mkstemp's six characters, nothing more: "model.json.tmp-aB3xYz" but not "model.json.tmp-keep.txt".
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0) {
+      std::error_code ignored;
+      if (std::filesystem::remove(it->path(), ignored)) ++removed;
+    }
+  }
+  return removed;
+}
+
+}  // namespace train

@@ -1,0 +1,105 @@
+#include "job/cluster.h"
+
+#include "common/config_error.h"
+#include "common/json_file.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace train {
+
+const char* to_string(JobPlatform platform) {
+  switch (platform) {
+    case JobPlatform::sagemaker: return "SageMaker";
+    case JobPlatform::aws_batch: return "AWS Batch multi-node";
+    case JobPlatform::local: return "local";
+  }
+  return "?";
+}
+
+ClusterDescription cluster_from_sagemaker(const ResourceConfig& config) {
+  ClusterDescription cluster;
+  cluster.platform = JobPlatform::sagemaker;
+  cluster.hosts = config.hosts;  // already sorted by parse_resource_config
+  cluster.current_host = config.current_host;
+  cluster.master_host = cluster.hosts.front();
+  cluster.network_interface = config.network_interface_name;
+  return cluster;
+}
+
+bool is_batch_multinode(const EnvironmentMap& environment) {
+  return lookup(environment, "AWS_BATCH_JOB_NUM_NODES").has_value() ||
+         lookup(environment, "AWS_BATCH_JOB_NODE_INDEX").has_value();
+}
+
+namespace {
+
+int read_index(const EnvironmentMap& environment, const std::string& name, int minimum, int maximum,
+               const std::string& meaning) {
+  auto value = lookup(environment, name);
+  if (!value) {
+    throw ConfigError(fmt::format("environment variable {} is not set; AWS Batch sets it on every node of a "
+                                  "multi-node parallel job ({})",
+                                  name, meaning));
+  }
+  bool digits = !value->empty() && value->size() <= 9 &&
+                value->find_first_not_of("0123456789") == std::string::npos;
+  int number = digits ? std::stoi(*value) : -1;
+  if (!digits || number < minimum || number > maximum) {
+    throw ConfigError(fmt::format("environment variable {}: expected an integer from {} to {} ({}), got {}", name,
+                                  minimum, maximum, meaning, quote_json_for_message(nlohmann::json(*value))));
+  }
+  return number;
+}
+
+}  // namespace
+
+ClusterDescription cluster_from_batch(const EnvironmentMap& environment) {
+  BatchNodeInfo info;
+  info.num_nodes = read_index(environment, "AWS_BATCH_JOB_NUM_NODES", 1, 10000, "the number of nodes");
+  info.node_index = read_index(environment, "AWS_BATCH_JOB_NODE_INDEX", 0, info.num_nodes - 1, "this node's index");
+  info.main_node_index =
+      read_index(environment, "AWS_BATCH_JOB_MAIN_NODE_INDEX", 0, info.num_nodes - 1, "the main node's index");
+  if (info.node_index != info.main_node_index) {
+    auto address = lookup(environment, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
+    in_addr parsed{};
+    if (!address || inet_pton(AF_INET, address->c_str(), &parsed) != 1) {
+      throw ConfigError(fmt::format(
+          "environment variable AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS: expected the main node's IPv4 address "
+          "(AWS Batch sets it on child nodes), got {}",
+          address ? quote_json_for_message(nlohmann::json(*address)) : std::string("nothing")));
+    }
+    info.main_node_address = *address;
+  }
+  ClusterDescription cluster;
+  cluster.platform = JobPlatform::aws_batch;
+  auto node_name = [](int index) { return fmt::format("node-{}", index); };
+  cluster.hosts.push_back(node_name(info.main_node_index));
+  for (int index = 0; index < info.num_nodes; ++index) {
+    if (index != info.main_node_index) cluster.hosts.push_back(node_name(index));
+  }
+  cluster.current_host = node_name(info.node_index);
+  cluster.master_host = node_name(info.main_node_index);
+  cluster.batch = info;
+  return cluster;
+}
+
+ClusterDescription cluster_for_local_host(const std::string& host_name) {
+  ClusterDescription cluster;
+  cluster.platform = JobPlatform::local;
+  cluster.hosts = {host_name};
+  cluster.current_host = host_name;
+  cluster.master_host = host_name;
+  return cluster;
+}
+
+std::string local_host_name() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+}  // namespace train

@@ -1,0 +1,342 @@
+#include "job/hyperparameters.h"
+
+#include "common/config_error.h"
+#include "common/json_file.h"
+#include "common/nearest_name.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace train {
+
+nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw) {
+  if (!raw.is_string()) return raw;
+  const auto& text = raw.get_ref<const std::string&>();
+  // A value nested deeper than any file may be stays a string: its copies and dumps would recurse too deep.
+  struct TooDeep {};
+  auto bound_depth = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    using event_t = nlohmann::json::parse_event_t;
+    if ((event == event_t::object_start || event == event_t::array_start) && depth >= max_json_depth) throw TooDeep{};
+    return true;
+  };
+  try {
+    nlohmann::json parsed = nlohmann::json::parse(text, bound_depth, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return raw;
+    return parsed;
+  } catch (const TooDeep&) {
+    return raw;
+  }
+}
+
+std::vector<std::string> split_shell_words(const std::string& line, const std::string& what) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0; else word += c;
+    } else if (quote == '"') {
+      if (c == '"') {
+        quote = 0;
+      } else if (c == '\\' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\\')) {
+        word += line[++i];
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\') {
+      if (i + 1 < line.size()) word += line[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0) {
+    throw ConfigError(fmt::format("{}: unbalanced {} quote in {}; close it or escape it with a backslash", what,
+                                  quote == '"' ? "double" : "single", quote_json_for_message(nlohmann::json(line))));
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+namespace {
+
+// A key as it can be shown between backticks: JSON escapes for control characters, cut to a readable length.
+std::string printable_key(const std::string& key) {
+  constexpr size_t max_shown = 60;
+  std::string dumped = nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  dumped = dumped.substr(1, dumped.size() - 2);
+  if (dumped.size() > max_shown) dumped = cut_utf8(dumped, max_shown) + fmt::format("... ({} characters)", key.size());
+  return dumped;
+}
+
+std::optional<int64_t> as_integer(const nlohmann::json& value) {
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (value.is_number_unsigned()) {
+    auto unsigned_value = value.get<uint64_t>();
+    if (unsigned_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(unsigned_value);
+  }
+  if (value.is_number_float()) {
+    double real = value.get<double>();
+    // 10.0 is unambiguous; 10.5 or 1e30 is not an integer we can hold.
+    if (std::isfinite(real) && real == std::floor(real) && std::fabs(real) < 9.0e18) return static_cast<int64_t>(real);
+  }
+  return std::nullopt;
+}
+
+// Strict decimal integer: digits only, no sign, no spaces inside, at most 18 digits.
+std::optional<int64_t> parse_decimal(std::string text) {
+  auto first = text.find_first_not_of(' ');
+  auto last = text.find_last_not_of(' ');
+  if (first == std::string::npos) return std::nullopt;
+  text = text.substr(first, last - first + 1);
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  if (!std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::stoll(text);
+}
+
+bool within_bounds(const HyperparameterSpec& spec, double value) {
+  if (spec.minimum_exclusive ? value <= spec.minimum : value < spec.minimum) return false;
+  if (spec.maximum_exclusive ? value >= spec.maximum : value > spec.maximum) return false;
+  return true;
+}
+
+std::optional<std::vector<int64_t>> parse_integer_sequence(const nlohmann::json& decoded, const std::string& text) {
+  std::vector<int64_t> numbers;
+  if (decoded.is_array()) {
+    for (const auto& entry : decoded) {
+      auto number = as_integer(entry);
+      if (!number) return std::nullopt;
+      numbers.push_back(*number);
+    }
+    return numbers;
+  }
+  if (auto single = as_integer(decoded)) return std::vector<int64_t>{*single};
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    auto number = parse_decimal(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!number) return std::nullopt;
+    numbers.push_back(*number);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return numbers;
+}
+
+// Converts one decoded value to the spec's type; nullopt when it does not fit.
+std::optional<HyperparameterValue> convert(const HyperparameterSpec& spec, const nlohmann::json& decoded,
+                                           const std::string& text) {
+  using T = HyperparameterType;
+  // A number the SDK was given as a string ({"epochs": "10"} arrives as "\"10\"") decodes to the string "10":
+  // read it as the number it spells, as the user's argparse type=int would.
+  const nlohmann::json numeric = decoded.is_string() ? decode_hyperparameter_value(decoded) : decoded;
+  switch (spec.type) {
+    case T::integer: {
+      auto number = as_integer(numeric);
+      if (!number || !within_bounds(spec, static_cast<double>(*number))) return std::nullopt;
+      if (!spec.choices.empty() &&
+          std::find(spec.choices.begin(), spec.choices.end(), std::to_string(*number)) == spec.choices.end()) {
+        return std::nullopt;
+      }
+      return *number;
+    }
+    case T::real: {
+      if (!numeric.is_number()) return std::nullopt;
+      double number = numeric.get<double>();
+      if (!std::isfinite(number) || !within_bounds(spec, number)) return std::nullopt;
+      return number;
+    }
+    case T::boolean: {
+      if (decoded.is_boolean()) return decoded.get<bool>();
+      std::string lower = text;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (lower == "true") return true;
+      if (lower == "false") return false;
+      return std::nullopt;
+    }
+    case T::choice: {
+      const std::string& choice = decoded.is_string() ? decoded.get_ref<const std::string&>() : text;
+      if (std::find(spec.choices.begin(), spec.choices.end(), choice) == spec.choices.end()) return std::nullopt;
+      return choice;
+    }
+    case T::text:
+    case T::mpi_arguments:
+      return decoded.is_string() ? decoded.get<std::string>() : text;
+    case T::integer_list: {
+      auto numbers = parse_integer_sequence(decoded, text);
+      if (!numbers || numbers->empty()) return std::nullopt;
+      for (size_t i = 0; i < numbers->size(); ++i) {
+        if ((*numbers)[i] < 1 || (i > 0 && (*numbers)[i] <= (*numbers)[i - 1])) return std::nullopt;
+      }
+      return *numbers;
+    }
+    case T::image_shape: {
+      auto numbers = parse_integer_sequence(decoded, text);
+      if (!numbers || numbers->size() != 3 || (*numbers)[0] != 3) return std::nullopt;
+      for (size_t i = 1; i < 3; ++i) {
+        if ((*numbers)[i] < 16 || (*numbers)[i] > 4096) return std::nullopt;
+      }
+      return *numbers;
+    }
+  }
+  return std::nullopt;
+}
+
+const HyperparameterValue& lookup(const std::map<std::string, HyperparameterValue>& values, std::string_view name) {
+  auto it = values.find(std::string(name));
+  if (it == values.end()) throw std::logic_error(fmt::format("hyperparameter {} has no value", name));
+  return it->second;
+}
+
+template <typename V>
+const V& typed(const std::map<std::string, HyperparameterValue>& values, std::string_view name) {
+  const auto& value = lookup(values, name);
+  if (!std::holds_alternative<V>(value)) throw std::logic_error(fmt::format("hyperparameter {} read as wrong type", name));
+  return std::get<V>(value);
+}
+
+}  // namespace
+
+int64_t Hyperparameters::integer(std::string_view name) const { return typed<int64_t>(values_, name); }
+double Hyperparameters::real(std::string_view name) const { return typed<double>(values_, name); }
+bool Hyperparameters::boolean(std::string_view name) const { return typed<bool>(values_, name); }
+const std::string& Hyperparameters::text(std::string_view name) const { return typed<std::string>(values_, name); }
+const std::vector<int64_t>& Hyperparameters::integers(std::string_view name) const {
+  return typed<std::vector<int64_t>>(values_, name);
+}
+
+std::optional<int64_t> Hyperparameters::optional_integer(std::string_view name) const {
+  if (!has(name)) return std::nullopt;
+  return integer(name);
+}
+
+std::vector<std::string> Hyperparameters::custom_mpi_options() const {
+  return split_shell_words(text("custom_mpi_options"), "hyperparameter `custom_mpi_options`");
+}
+
+nlohmann::json Hyperparameters::effective() const {
+  nlohmann::json result = nlohmann::json::object();
+  for (const auto& spec : hyperparameter_schema()) {
+    auto it = values_.find(std::string(spec.name));
+    if (it == values_.end()) {
+      result[std::string(spec.name)] = nullptr;
+      continue;
+    }
+    std::visit([&](const auto& value) { result[std::string(spec.name)] = value; }, it->second);
+  }
+  return result;
+}
+
+Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source) {
+  if (!document.is_object()) {
+    throw ConfigError(fmt::format("{}: expected a JSON object mapping hyperparameter names to string values, got {}",
+                                  source, describe_json_type(document)));
+  }
+  Hyperparameters result;
+  ConfigProblems problems;
+  std::map<std::string, std::string> given_through;  // schema name -> the key that set it
+
+  std::vector<std::string_view> known_names;
+  for (const auto& spec : hyperparameter_schema()) known_names.push_back(spec.name);
+
+  for (const auto& [key, raw] : document.items()) {
+    nlohmann::json decoded = decode_hyperparameter_value(raw);
+    result.decoded_[key] = decoded;
+
+    std::string name = key;
+    for (const auto& alias : hyperparameter_aliases()) {
+      if (key == alias.alias) name = alias.name;
+    }
+    if (name == key && key.rfind("sagemaker_", 0) == 0) continue;  // the platform's own settings
+
+    const HyperparameterSpec* spec = find_hyperparameter(name);
+    if (spec == nullptr) {
+      problems.add(fmt::format("hyperparameter `{}` is not known; did you mean `{}`? (`train hyperparameters` lists "
+                               "them all)",
+                               printable_key(key),
+                               // Real names are short; comparing a huge key in full would only cost time.
+                               nearest_name(std::string_view(key).substr(0, 64), known_names)));
+      continue;
+    }
+    // The value as text: what it decodes to when that is a string (the SDK sends "30,60" as "\"30,60\""),
+    // else the raw string ("0.1", "sgd"), else the JSON of a non-string value.
+    std::string text = decoded.is_string() ? decoded.get<std::string>()
+                       : raw.is_string()   ? raw.get<std::string>()
+                                           : raw.dump();
+    auto value = convert(*spec, decoded, text);
+    if (!value) {
+      problems.add(fmt::format("hyperparameter `{}`: expected {}, got {}", key, describe_expected(*spec),
+                               quote_json_for_message(raw)));
+      continue;
+    }
+    if (spec->type == HyperparameterType::mpi_arguments) {
+      try {
+        split_shell_words(std::get<std::string>(*value), fmt::format("hyperparameter `{}`", key));
+      } catch (const ConfigError& error) {
+        problems.add(error.what());
+        continue;
+      }
+    }
+    if (auto earlier = given_through.find(name); earlier != given_through.end()) {
+      if (result.values_[name] != *value) {
+        problems.add(fmt::format("hyperparameters `{}` and `{}` mean the same setting but have different values; "
+                                 "set only one",
+                                 earlier->second, key));
+      }
+      continue;
+    }
+    given_through[name] = key;
+    result.values_[name] = *value;
+    result.given_.insert(name);
+  }
+  problems.throw_if_any();
+
+  for (const auto& spec : hyperparameter_schema()) {
+    std::string name(spec.name);
+    if (result.values_.count(name) || !spec.default_value) continue;
+    auto value = convert(spec, decode_hyperparameter_value(nlohmann::json(std::string(*spec.default_value))),
+                         std::string(*spec.default_value));
+    if (!value) throw std::logic_error("schema default does not validate: " + name);
+    result.values_[name] = *value;
+  }
+  return result;
+}
+
+Hyperparameters read_hyperparameters(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return parse_hyperparameters(nlohmann::json::object(), path.string());
+  auto document = read_json_file(path);
+  // Prefix messages with the file so the user knows where to look.
+  try {
+    return parse_hyperparameters(document, path.string());
+  } catch (const ConfigError& problem) {
+    std::string message = problem.what();
+    std::string prefixed;
+    size_t start = 0;
+    while (start <= message.size()) {
+      size_t end = message.find('\n', start);
+      std::string line = message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (line.rfind(path.string(), 0) != 0) line = path.string() + ": " + line;
+      prefixed += (prefixed.empty() ? "" : "\n") + line;
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    throw ConfigError(prefixed);
+  }
+}
+
+}  // namespace train

@@ -1,0 +1,65 @@
+// hyperparameters.json decoded as the SageMaker toolkit does, then checked against the schema.
+#pragma once
+
+#include "job/hyperparameter_schema.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace train {
+
+using HyperparameterValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+class Hyperparameters {
+ public:
+  // Typed reads; each throws std::logic_error when `name` has no value of that type (a bug, not bad input).
+  int64_t integer(std::string_view name) const;
+  double real(std::string_view name) const;
+  bool boolean(std::string_view name) const;
+  const std::string& text(std::string_view name) const;  // choice, text and mpi_arguments
+  const std::vector<int64_t>& integers(std::string_view name) const;  // integer_list and image_shape
+
+  bool has(std::string_view name) const { return values_.count(std::string(name)) != 0; }
+  // True when the job set it (directly or through an alias), false when it is a default.
+  bool given(std::string_view name) const { return given_.count(std::string(name)) != 0; }
+  std::optional<int64_t> optional_integer(std::string_view name) const;
+
+  // Every key of the file, sagemaker_* included, with its value JSON-decoded as the toolkit does
+  // (the source of SM_HPS and SM_HP_*).
+  const nlohmann::json& decoded() const { return decoded_; }
+
+  // The effective settings, every schema key with its value or default, as a JSON object.
+  nlohmann::json effective() const;
+
+  // `mpi_arguments` values split into arguments.
+  std::vector<std::string> custom_mpi_options() const;
+
+ private:
+  friend Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source);
+  std::map<std::string, HyperparameterValue> values_;
+  std::set<std::string> given_;
+  nlohmann::json decoded_ = nlohmann::json::object();
+};
+
+// Every problem in the document is reported at once, one per line of the thrown ConfigError.
+Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source);
+
+// A missing file means "all defaults" (local runs, AWS Batch).
+Hyperparameters read_hyperparameters(const std::filesystem::path& path);
+
+// The toolkit's decoding of one value: a string that parses as JSON becomes that JSON; anything else stays.
+nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw);
+
+// Splits a command line like a POSIX shell does for words: quotes and backslashes, no expansion.
+// Throws ConfigError naming `what` on an unbalanced quote.
+std::vector<std::string> split_shell_words(const std::string& line, const std::string& what);
+
+}  // namespace train

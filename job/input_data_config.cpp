@@ -1,0 +1,108 @@
+#include "job/input_data_config.h"
+
+#include "common/config_error.h"
+#include "common/json_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace train {
+
+const Channel* InputDataConfig::find(const std::string& name) const {
+  for (const auto& channel : channels) {
+    if (channel.name == name) return &channel;
+  }
+  return nullptr;
+}
+
+bool is_valid_channel_name(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+           c == '_';
+  });
+}
+
+const char* to_string(InputMode mode) {
+  switch (mode) {
+    case InputMode::file: return "File";
+    case InputMode::pipe: return "Pipe";
+    case InputMode::fast_file: return "FastFile";
+  }
+  return "?";
+}
+
+const char* to_string(S3Distribution distribution) {
+  return distribution == S3Distribution::fully_replicated ? "FullyReplicated" : "ShardedByS3Key";
+}
+
+const char* to_string(RecordWrapper wrapper) { return wrapper == RecordWrapper::none ? "None" : "RecordIO"; }
+
+namespace {
+
+// Reads an optional enumerated string field of a channel; `names` holds the accepted spellings in enum order.
+template <typename Enum, size_t N>
+Enum parse_choice(const nlohmann::json& channel, const char* key, const std::array<const char*, N>& names,
+                  Enum fallback, const std::string& where) {
+  auto it = channel.find(key);
+  if (it == channel.end() || it->is_null()) return fallback;
+  std::string allowed;
+  for (size_t i = 0; i < N; ++i) allowed += fmt::format("{}\"{}\"", i == 0 ? "" : (i + 1 == N ? " or " : ", "), names[i]);
+  if (it->is_string()) {
+    for (size_t i = 0; i < N; ++i) {
+      if (it->get_ref<const std::string&>() == names[i]) return static_cast<Enum>(i);
+    }
+  }
+  throw ConfigError(fmt::format("{}: \"{}\": expected {}, got {}", where, key, allowed, describe_json_value(*it)));
+}
+
+}  // namespace
+
+InputDataConfig parse_input_data_config(const nlohmann::json& document, const std::string& source) {
+  if (!document.is_object()) {
+    throw ConfigError(fmt::format("{}: expected a JSON object mapping channel names to their settings, got {}", source,
+                                  describe_json_type(document)));
+  }
+  InputDataConfig config;
+  config.document = document;
+  for (const auto& [name, settings] : document.items()) {
+    if (!is_valid_channel_name(name)) {
+      throw ConfigError(fmt::format("{}: channel name {} is not allowed: use 1-64 letters, digits, '.', '-' or '_' "
+                                    "(it becomes a directory under input/data)",
+                                    source, quote_json_for_message(nlohmann::json(name))));
+    }
+    std::string where = fmt::format("{}: channel \"{}\"", source, name);
+    if (!settings.is_object()) {
+      throw ConfigError(fmt::format("{}: expected an object such as {{\"TrainingInputMode\": \"File\"}}, got {}",
+                                    where, describe_json_value(settings)));
+    }
+    Channel channel;
+    channel.name = name;
+    channel.mode = parse_choice(settings, "TrainingInputMode", std::array{"File", "Pipe", "FastFile"}, InputMode::file,
+                                where);
+    channel.distribution = parse_choice(settings, "S3DistributionType",
+                                        std::array{"FullyReplicated", "ShardedByS3Key"},
+                                        S3Distribution::fully_replicated, where);
+    channel.record_wrapper =
+        parse_choice(settings, "RecordWrapperType", std::array{"None", "RecordIO"}, RecordWrapper::none, where);
+    if (auto type = settings.find("ContentType"); type != settings.end() && !type->is_null()) {
+      if (!type->is_string()) {
+        throw ConfigError(fmt::format("{}: \"ContentType\": expected a string such as \"application/x-image\", got {}",
+                                      where, describe_json_value(*type)));
+      }
+      channel.content_type = type->get<std::string>();
+    }
+    config.channels.push_back(std::move(channel));
+  }
+  std::sort(config.channels.begin(), config.channels.end(),
+            [](const Channel& a, const Channel& b) { return a.name < b.name; });
+  return config;
+}
+
+InputDataConfig read_input_data_config(const std::filesystem::path& path) {
+  return parse_input_data_config(read_json_file(path), path.string());
+}
+
+}  // namespace train

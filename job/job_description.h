@@ -1,0 +1,56 @@
+// Everything `train` knows about its job, read and checked in one place: the cluster, the
+// hyperparameters, the channels, this host's resources, and what follows from them (device, ranks).
+#pragma once
+
+#include "common/environment_map.h"
+#include "common/paths.h"
+#include "job/cluster.h"
+#include "job/hyperparameters.h"
+#include "job/input_data_config.h"
+#include "job/resource_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace train {
+
+struct HostResources {
+  int gpus = 0;
+  int cpus = 1;
+  std::string gpu_note;  // why gpus is 0, when it is
+};
+
+// Asks the CUDA runtime (when built with it) and the CPU affinity mask.
+HostResources detect_host_resources();
+
+// `this_host`: the job runs here now, so what this host lacks (GPUs) is an error.
+// `offline`: `train validate` on any machine; what depends on the host becomes a warning.
+enum class CheckMode { this_host, offline };
+
+struct JobDescription {
+  JobPaths paths;
+  ClusterDescription cluster;
+  std::optional<ResourceConfig> resource_config;  // SageMaker only
+  Hyperparameters hyperparameters;
+  InputDataConfig input;
+  HostResources resources;
+  std::string device;  // "cuda" or "cpu", resolved from the `device` hyperparameter
+  std::string precision;  // "float32" or "bfloat16", resolved
+  int ranks_per_host = 1;
+  std::vector<std::string> warnings;
+
+  int world_size() const { return ranks_per_host * static_cast<int>(cluster.hosts.size()); }
+};
+
+// Reads the job description for `paths` and the environment. Every problem found is reported at once in
+// the thrown ConfigError, one per line.
+JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap& environment,
+                                    const HostResources& resources, CheckMode mode);
+
+// The effective configuration as `train validate` prints it.
+nlohmann::json describe_effective_configuration(const JobDescription& job);
+
+}  // namespace train

@@ -1,0 +1,40 @@
+#include "runtime/comm/bounded_collectives.h"
+
+#include "runtime/comm/mpi_check.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace train {
+
+void wait_bounded(MPI_Request& request, std::chrono::milliseconds timeout, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw CollectiveTimeout(fmt::format("{} did not complete within {} s: another rank is stuck or gone; set "
+                                 "TRAIN_STEP_TIMEOUT_SECONDS to allow longer",
+                                 what, std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+    }
+    // Small collectives finish within microseconds: poll hard at first, then stop burning a core.
+    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void bounded_allreduce(void* buffer, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       std::chrono::milliseconds timeout, const char* what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, count, type, op, comm, &request));
+  wait_bounded(request, timeout, what);
+}
+
+void bounded_barrier(MPI_Comm comm, std::chrono::milliseconds timeout, const char* what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibarrier(comm, &request));
+  wait_bounded(request, timeout, what);
+}
+
+}  // namespace train

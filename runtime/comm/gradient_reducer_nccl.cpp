@@ -1,0 +1,109 @@
+#include "runtime/comm/gradient_reducer_nccl.h"
+
+#include "runtime/comm/nccl_check.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace train::gpu {
+
+namespace {
+
+size_t bytes_of(ncclDataType_t type) {
+  switch (type) {
+    case ncclFloat32: return 4;
+    case ncclBfloat16:
+    case ncclFloat16: return 2;
+    default: throw GpuError("NCCL gradient reducer: gradients must be float32, bfloat16 or float16");
+  }
+}
+
+}  // namespace
+
+NcclGradientReducer::NcclGradientReducer(const NcclCommunicator& comm, BucketPlan plan, void* gradients,
+                                         ncclDataType_t type, cudaStream_t compute, std::chrono::milliseconds timeout,
+                                         ncclRedOp_t op)
+    : comm_(comm),
+      plan_(std::move(plan)),
+      gradients_(static_cast<char*>(gradients)),
+      element_bytes_(bytes_of(type)),
+      type_(type),
+      op_(op),
+      compute_(compute),
+      timeout_(timeout) {
+  // Its own stream, so reductions overlap the compute stream's backward; a higher priority lets the
+  // small, latency-bound collectives start as soon as their bucket is ready.
+  int least = 0, greatest = 0;
+  TRAIN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  TRAIN_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
+  ready_.resize(plan_.buckets.size());
+  for (auto& event : ready_) TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
+  begin_step();
+}
+
+NcclGradientReducer::~NcclGradientReducer() {
+  // Errors are ignored here: the device may be in an error state after a failure, and this must not throw.
+  for (auto& event : ready_) cudaEventDestroy(event);
+  if (reduced_ != nullptr) cudaEventDestroy(reduced_);
+  if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+}
+
+void NcclGradientReducer::begin_step() {
+  waiting_for_.assign(plan_.buckets.size(), 0);
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) waiting_for_[b] = static_cast<int>(plan_.buckets[b].tensors.size());
+  started_.assign(plan_.buckets.size(), false);
+}
+
+void NcclGradientReducer::tensor_ready(int tensor) {
+  const auto bucket = static_cast<size_t>(plan_.bucket_of_tensor.at(static_cast<size_t>(tensor)));
+  if (--waiting_for_[bucket] == 0) start_bucket(bucket);
+}
+
+void NcclGradientReducer::start_bucket(size_t bucket) {
+  const auto& b = plan_.buckets[bucket];
+  TRAIN_CUDA_CHECK(cudaEventRecord(ready_[bucket], compute_));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_[bucket], 0));
+  char* data = gradients_ + b.begin * element_bytes_;
+  const ncclResult_t result = ncclAllReduce(data, data, b.end - b.begin, type_, op_, comm_.get(), comm_stream_);
+  if (result == ncclInProgress) {
+    comm_.wait_ready(timeout_, "enqueueing a gradient bucket's allreduce");
+  } else if (result != ncclSuccess) {
+    throw_nccl_error(result, "ncclAllReduce (gradient bucket)", __FILE__, __LINE__);
+  }
+  started_[bucket] = true;
+}
+
+void NcclGradientReducer::finish() {
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    if (!started_[b]) {
+      throw GpuError(fmt::format("rank {}: gradient bucket {} of {} never received all its gradients ({} missing)",
+                                 comm_.rank(), b, plan_.buckets.size(), waiting_for_[b]));
+    }
+  }
+  TRAIN_CUDA_CHECK(cudaEventRecord(reduced_, comm_stream_));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, reduced_, 0));
+}
+
+void NcclGradientReducer::wait(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(reduced_);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) throw_cuda_error(state, "cudaEventQuery (gradient reductions)", __FILE__, __LINE__);
+    ncclResult_t nccl_state = ncclSuccess;
+    TRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &nccl_state));
+    if (nccl_state != ncclSuccess && nccl_state != ncclInProgress) {
+      throw_nccl_error(nccl_state, "a gradient bucket's allreduce", __FILE__, __LINE__);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw GpuError(fmt::format("rank {}: the gradient allreduce did not complete within {} s: another rank is "
+                                 "stuck or gone",
+                                 comm_.rank(), timeout.count() / 1000));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace train::gpu

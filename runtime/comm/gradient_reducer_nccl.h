@@ -1,0 +1,60 @@
+// Summing gradient buckets across ranks with NCCL (runtime/comm/gradient_buckets.h), the GPU twin of MpiGradientReducer:
+// the same bucket plan over one flat device buffer of gradients. When backward has written a bucket's
+// last gradient, an event recorded on the compute stream lets the communication stream start that
+// bucket's ncclAllReduce (averaging over ranks) while backward goes on with the next layers; finish()
+// makes the compute stream wait for the last reduction, so the optimizer that follows on the compute
+// stream sees averaged gradients. Nothing here waits on the host inside a step.
+#pragma once
+
+#include "runtime/comm/gradient_buckets.h"
+#include "runtime/comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <vector>
+
+namespace train::gpu {
+
+class NcclGradientReducer {
+ public:
+  // `gradients`: the flat device buffer of plan.total_elements elements of `type` (ncclFloat32 or
+  // ncclBfloat16). `op` ncclAvg averages in the reduction (use ncclSum when the loss gradient is already
+  // divided by the number of ranks). `timeout` bounds the host's waits for a non-blocking communicator.
+  NcclGradientReducer(const NcclCommunicator& comm, BucketPlan plan, void* gradients, ncclDataType_t type,
+                      cudaStream_t compute, std::chrono::milliseconds timeout, ncclRedOp_t op = ncclAvg);
+  ~NcclGradientReducer();
+  NcclGradientReducer(const NcclGradientReducer&) = delete;
+  NcclGradientReducer& operator=(const NcclGradientReducer&) = delete;
+
+  void begin_step();
+  // Backward has enqueued (on the compute stream) the last write of parameter `tensor`'s gradient.
+  void tensor_ready(int tensor);
+  // Enqueues the compute stream's wait for every bucket. Throws GpuError when a bucket never got all its
+  // tensors (a bug in the caller) or NCCL fails.
+  void finish();
+  // Host-side bounded wait for this step's reductions (tests, and the end of training).
+  void wait(std::chrono::milliseconds timeout) const;
+
+  const BucketPlan& plan() const { return plan_; }
+  cudaStream_t communication_stream() const { return comm_stream_; }
+
+ private:
+  void start_bucket(size_t bucket);
+  const NcclCommunicator& comm_;
+  BucketPlan plan_;
+  char* gradients_;
+  size_t element_bytes_;
+  ncclDataType_t type_;
+  ncclRedOp_t op_;
+  cudaStream_t compute_;
+  cudaStream_t comm_stream_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  std::vector<cudaEvent_t> ready_;  // per bucket: its last gradient is written (compute stream)
+  cudaEvent_t reduced_ = nullptr;   // every bucket reduced (communication stream)
+  std::vector<int> waiting_for_;
+  std::vector<bool> started_;
+};
+
+}  // namespace train::gpu

@@ -1,0 +1,67 @@
+#include "runtime/comm/nccl_communicator.h"
+
+#include "runtime/comm/mpi_check.h"
+#include "runtime/comm/nccl_check.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace train::gpu {
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout) {
+  MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm, &size_));
+  ncclUniqueId id{};
+  if (rank_ == 0) TRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t started = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+  if (started != ncclSuccess && started != ncclInProgress) {
+    throw_nccl_error(started, "ncclCommInitRankConfig", __FILE__, __LINE__);
+  }
+  wait_ready(timeout, "joining the NCCL communicator (every rank must join)");
+}
+
+void NcclCommunicator::wait_ready(std::chrono::milliseconds timeout, const char* what) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    TRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) throw_nccl_error(state, what, __FILE__, __LINE__);
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw GpuError(fmt::format("rank {}: {} did not complete within {} s: another rank is stuck or gone", rank_,
+                                 what, timeout.count() / 1000));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ == nullptr) return;
+  // Finalising flushes pending work and needs every peer; a communicator in error, or whose peers do not
+  // finish within the bound, is aborted instead (which frees it without waiting for anyone).
+  bool clean = ncclCommFinalize(comm_) != ncclSystemError;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (clean) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
+      clean = false;
+    } else if (state == ncclSuccess) {
+      break;
+    } else if (std::chrono::steady_clock::now() > deadline) {
+      clean = false;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (clean) {
+    ncclCommDestroy(comm_);
+  } else {
+    ncclCommAbort(comm_);
+  }
+}
+
+}  // namespace train::gpu

@@ -1,0 +1,50 @@
+// The CPU engine: CpuResNet<float> + the bucketed MPI gradient reducer + the CPU optimizer. Everything runs
+// on the calling thread (and the kernels' OpenMP threads), so every call has finished when it returns.
+#pragma once
+
+#include "job/rank_environment.h"
+#include "runtime/comm/gradient_reducer_mpi.h"
+#include "runtime/engine.h"
+#include "runtime/model/cpu_resnet.h"
+#include "runtime/training_settings.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <vector>
+
+namespace train {
+
+class CpuEngine final : public Engine {
+ public:
+  // A ResNet of settings.depth for `classes` classes and batches of settings.batch_per_rank images.
+  // `timeout` bounds each step's gradient reduction (a rank that never joins becomes an error).
+  CpuEngine(const TrainingSettings& settings, int classes, const RankIdentity& identity, MPI_Comm comm,
+            std::chrono::milliseconds timeout);
+
+  std::string describe() const override;
+  const ResNetPlan& plan() const override { return model_.plan(); }
+  size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
+
+  void initialize(uint64_t seed) override;
+  void import_model(const std::vector<model_io::Tensor>& tensors) override { model_.import_state(tensors); }
+  void import_momentum(const std::vector<model_io::Tensor>& tensors) override;
+  ExportedTensors export_model() override { return model_.export_state(); }
+  ExportedTensors export_momentum() override;
+  std::vector<float> parameters() override { return model_.all_values(); }
+
+  void train_step(const data::Batch& batch, double learning_rate) override;
+  StepTotals take_totals() override;
+  void infer(const data::Batch& batch, float* logits) override;
+
+ private:
+  const TrainingSettings& settings_;
+  float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
+  CpuResNet<float> model_;
+  MpiGradientReducer reducer_;
+  std::vector<float> momentum_;  // laid out as the parameters
+  std::vector<ops::SgdTensor<float>> sgd_tensors_;
+  StepTotals totals_;
+};
+
+}  // namespace train

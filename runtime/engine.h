@@ -1,0 +1,71 @@
+// What the trainer (runtime/trainer.h) drives: a model, its optimizer and its gradient reduction on one
+// backend. The CPU engine is CpuResNet + the MPI bucket reducer + the CPU optimizer (runtime/cpu_engine.h);
+// the CUDA engine is GpuResNet + the NCCL bucket reducer + the multi-tensor optimizer on the GPU
+// (runtime/cuda_engine.h). The trainer owns everything else: data, epochs, learning rate, metrics,
+// validation, checkpoints, stop requests, the model file.
+//
+// Waiting. Each call says what it may wait for. "Enqueues" means: on the CPU the work is done when the call
+// returns; on the GPU the step's work is queued on the device's streams and the call returns without
+// waiting for the compute, only for the upload of the batch (on a copy stream, overlapping the previous
+// step's compute, after the step's kernels are already queued), so the GPU never waits for the host and
+// the host runs at most a step or two ahead. Calls that hand results to the host ("waits") synchronise
+// with everything queued before them.
+// Collectives: train_step reduces gradients across every rank of the job, so every rank calls it the same
+// number of times; no other call communicates.
+#pragma once
+
+#include "runtime/data/batch_loader.h"
+#include "runtime/model/model_state.h"
+#include "runtime/model/resnet_plan.h"
+#include "runtime/model_io/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace train {
+
+// This rank's sums over the steps since the last take_totals().
+struct StepTotals {
+  double loss = 0;     // sum over steps of (mean loss of the batch) x (images in it)
+  double images = 0;
+  double correct = 0;  // top-1 hits (training-mode logits)
+  int64_t steps = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // The device and precision, for the rank's log: "cpu (2 threads), float32".
+  virtual std::string describe() const = 0;
+  virtual const ResNetPlan& plan() const = 0;
+  virtual size_t gradient_buckets() const = 0;
+
+  // ---- state (each waits for queued work) --------------------------------------------------------------
+  // torchvision's default initialisation from `seed`; momentum zero.
+  virtual void initialize(uint64_t seed) = 0;
+  // Torchvision-named tensors in (a weights channel, a checkpoint); what `tensors` lacks keeps its value.
+  // Throws std::invalid_argument on a shape mismatch.
+  virtual void import_model(const std::vector<model_io::Tensor>& tensors) = 0;
+  virtual void import_momentum(const std::vector<model_io::Tensor>& tensors) = 0;
+  // The fp32 model state (master weights, BN buffers and counters) and the momentum, torchvision's names.
+  virtual ExportedTensors export_model() = 0;
+  virtual ExportedTensors export_momentum() = 0;
+  // Every fp32 parameter in the plan's layout (for the check that all ranks agree).
+  virtual std::vector<float> parameters() = 0;
+
+  // ---- training (enqueues) -----------------------------------------------------------------------------
+  // One optimizer step on `batch`: forward, loss, backward with the gradient buckets reduced (averaged over
+  // ranks) while backward goes on, then the optimizer at `learning_rate`. When it returns the engine no
+  // longer reads the batch's memory: the trainer may refill it.
+  virtual void train_step(const data::Batch& batch, double learning_rate) = 0;
+  // The loss, images and hits of the steps since the last call (waits for those steps).
+  virtual StepTotals take_totals() = 0;
+
+  // ---- inference (waits) ---------------------------------------------------------------------------------
+  // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.
+  virtual void infer(const data::Batch& batch, float* logits) = 0;
+};
+
+}  // namespace train

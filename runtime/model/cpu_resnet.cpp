@@ -1,0 +1,115 @@
+#include "runtime/model/cpu_resnet.h"
+
+#include "kernels/ops.h"
+
+#include <algorithm>
+
+namespace train {
+
+template <typename T>
+CpuResNet<T>::CpuResNet(ResNetPlan plan, BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
+  const ResNetPlan& p = this->plan_;
+  values_.assign(p.parameter_elements, T(0));
+  gradients_.assign(this->buckets_.total_elements, T(0));
+  float_buffers_.assign(p.float_buffer_elements, T(0));
+  layer_storage_.resize(p.layers.size());
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const auto& layer = p.spec.layers[l];
+    if (layer.kind == LayerKind::batch_norm) {
+      const auto channels = static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.input)].c);
+      layer_storage_[l].save_mean.resize(channels);
+      layer_storage_[l].save_invstd.resize(channels);
+    } else if (layer.kind == LayerKind::max_pool) {
+      layer_storage_[l].argmax.resize(static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.output)].size()));
+    }
+  }
+  const size_t activations = p.max_shapes.size();
+  activation_storage_.resize(activations);
+  gradient_storage_.resize(activations);
+  std::vector<T*> activation(activations, nullptr), gradient(activations, nullptr);
+  for (size_t a = 0; a < activations; ++a) {
+    const auto size = static_cast<size_t>(p.max_shapes[a].size());
+    if (p.storage_of[a] == static_cast<int>(a)) activation_storage_[a].resize(size);
+    if (p.gradient_needed[a]) gradient_storage_[a].resize(size);
+    gradient[a] = p.gradient_needed[a] ? gradient_storage_[a].data() : nullptr;
+  }
+  for (size_t a = 0; a < activations; ++a) activation[a] = activation_storage_[static_cast<size_t>(p.storage_of[a])].data();
+  scratch_storage_.resize(static_cast<size_t>(p.largest_activation));
+  this->bind_storage(std::move(activation), std::move(gradient), scratch_storage_.data());
+}
+
+template <typename T>
+void CpuResNet<T>::initialize(uint64_t seed) {
+  initialize_resnet(this->plan_, seed, values_.data(), float_buffers_.data(), this->tracked_.data());
+}
+
+template <typename T>
+ExportedTensors CpuResNet<T>::export_state() const {
+  return export_model_state(this->plan_, values_.data(), float_buffers_.data(), this->tracked_.data());
+}
+
+template <typename T>
+void CpuResNet<T>::import_state(const std::vector<model_io::Tensor>& tensors) {
+  import_model_state(this->plan_, tensors, values_.data(), float_buffers_.data(), this->tracked_.data());
+}
+
+template <typename T>
+void CpuResNet<T>::bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu,
+                                    T* y) {
+  const LayerPlan& layer = this->plan_.layers[l];
+  LayerStorage& saved = layer_storage_[l];
+  if (relu) {
+    ops::batch_norm_relu_forward_train(rows, channels, x, shortcut, parameter_data(layer.weight),
+                                       parameter_data(layer.bias), T(bn_epsilon), T(bn_momentum),
+                                       buffer_data(layer.running_mean), buffer_data(layer.running_var), y,
+                                       saved.save_mean.data(), saved.save_invstd.data());
+  } else {
+    ops::batch_norm_forward_train(rows, channels, x, parameter_data(layer.weight), parameter_data(layer.bias),
+                                  T(bn_epsilon), T(bn_momentum), buffer_data(layer.running_mean),
+                                  buffer_data(layer.running_var), y, saved.save_mean.data(), saved.save_invstd.data());
+  }
+}
+
+template <typename T>
+void CpuResNet<T>::bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx) {
+  const LayerPlan& layer = this->plan_.layers[l];
+  const LayerStorage& saved = layer_storage_[l];
+  if (relu_y != nullptr) {
+    ops::batch_norm_relu_backward(rows, channels, x, relu_y, dy, parameter_data(layer.weight), saved.save_mean.data(),
+                                  saved.save_invstd.data(), dx, gradient_data(layer.weight), gradient_data(layer.bias));
+  } else {
+    ops::batch_norm_backward(rows, channels, x, dy, parameter_data(layer.weight), saved.save_mean.data(),
+                             saved.save_invstd.data(), dx, gradient_data(layer.weight), gradient_data(layer.bias));
+  }
+}
+
+template <typename T>
+void CpuResNet<T>::infer(const T* images, int batch, T* logits) {
+  this->forward(images, batch, /*training=*/false);
+  std::copy(this->logits(), this->logits() + int64_t{batch} * this->spec().num_classes, logits);
+}
+
+template <typename T>
+typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, const int32_t* labels, int batch,
+                                                           T label_smoothing, T gradient_scale,
+                                                           const std::function<void(int)>& on_gradient,
+                                                           const std::function<void()>& between_layers) {
+  this->forward(images, batch, /*training=*/true);
+  StepResult result;
+  const int classes = this->spec().num_classes;
+  const T* logits = this->logits();
+  for (int i = 0; i < batch; ++i) {
+    const T* row = logits + int64_t{i} * classes;
+    result.correct += (std::max_element(row, row + classes) - row) == labels[i] ? 1 : 0;
+  }
+  T* dlogits = this->begin_backward();
+  result.loss = ops::softmax_cross_entropy(batch, classes, logits, labels, label_smoothing, dlogits);
+  for (int64_t i = 0; i < int64_t{batch} * classes; ++i) dlogits[i] *= gradient_scale;
+  this->backward(on_gradient, between_layers);
+  return result;
+}
+
+template class CpuResNet<float>;
+template class CpuResNet<double>;
+
+}  // namespace train

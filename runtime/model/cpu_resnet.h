@@ -1,0 +1,113 @@
+// ResNet on the CPU in T (float for training; double to check the model against PyTorch's float64 without
+// the noise of fp32 rounding flipping a ReLU or a max-pool winner): the storage of a ResNetPlan and the
+// kernels of kernels/ops.h; the layer walk is ResNetPasses'. It owns the parameters (conv weights in
+// OHWI), the flat gradient buffer laid out by the bucket plan it is given, the BN buffers and the
+// activations of one batch. Backward reports every parameter gradient the moment it is written, so the
+// gradient buckets can start reducing while backward goes on.
+#pragma once
+
+#include "runtime/comm/gradient_buckets.h"
+#include "runtime/model/model_state.h"
+#include "runtime/model/resnet_passes.h"
+#include "runtime/model/resnet_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace train {
+
+template <typename T>
+class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
+  using Passes = ResNetPasses<CpuResNet<T>, T>;
+  friend Passes;
+
+ public:
+  // Activations are sized for plan.max_batch images; `buckets` lays out the gradients.
+  CpuResNet(ResNetPlan plan, BucketPlan buckets);
+
+  // torchvision's default initialisation (initialize_resnet).
+  void initialize(uint64_t seed);
+
+  struct StepResult {
+    double loss = 0;     // mean cross-entropy over this rank's batch
+    int correct = 0;     // top-1 hits in the batch (training-mode logits)
+  };
+  // Forward in training mode, loss, backward. `gradient_scale` multiplies the loss gradient (1/ranks: the
+  // reduction's sum then is the average). `on_gradient(p)` is called once per parameter p (forward
+  // numbering) as soon as its gradient is final; `between_layers()` after each backward layer.
+  StepResult train_step(const T* images, const int32_t* labels, int batch, T label_smoothing, T gradient_scale,
+                        const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
+
+  // Forward in inference mode (running statistics) into logits [batch][classes].
+  void infer(const T* images, int batch, T* logits);
+
+  // Parameter p (forward numbering): values (conv weights OHWI) and gradient.
+  T* parameter_data(int p) { return values_.data() + this->plan_.parameters[static_cast<size_t>(p)].offset; }
+  T* gradient_data(int p) { return gradients_.data() + this->gradient_offset(p); }
+  std::vector<T>& all_values() { return values_; }
+  std::vector<T>& all_gradients() { return gradients_; }
+  std::vector<T>& all_buffers() { return float_buffers_; }  // laid out by plan().buffer_offset
+  // BN running_mean / running_var by spec index.
+  T* buffer_data(int spec_index) { return float_buffers_.data() + this->plan_.buffer_offset.at(static_cast<size_t>(spec_index)); }
+
+  // The whole model state (parameters, BN buffers and counters) in torchvision's names and shapes, and back.
+  ExportedTensors export_state() const;
+  void import_state(const std::vector<model_io::Tensor>& tensors);  // tensors it lacks keep their values
+
+ private:
+  // The op calls of ResNetPasses (its header lists them): kernels/ops.h on this model's storage.
+  const T* take_input(const T* images, int64_t elements) {
+    std::copy(images, images + elements, activation_storage_[0].data());
+    return activation_storage_[0].data();
+  }
+  void conv_forward(const LayerPlan& l, const ops::Conv2dShape& s, const T* x, T* y) {
+    ops::conv2d_forward(s, x, parameter_data(l.weight), y);
+  }
+  void conv_backward_weight(const LayerPlan& l, const ops::Conv2dShape& s, const T* x, const T* dy) {
+    ops::conv2d_backward_weight(s, x, dy, gradient_data(l.weight));
+  }
+  void conv_backward_input(const LayerPlan& l, const ops::Conv2dShape& s, const T* dy, T* dx) {
+    ops::conv2d_backward_input(s, dy, parameter_data(l.weight), dx);
+  }
+  void bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu, T* y);
+  void bn_forward_inference(const LayerPlan& l, int64_t rows, int channels, const T* x, T* y) {
+    ops::batch_norm_forward_inference(rows, channels, x, parameter_data(l.weight), parameter_data(l.bias),
+                                      buffer_data(l.running_mean), buffer_data(l.running_var), T(bn_epsilon), y);
+  }
+  void bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx);
+  void relu_forward(int64_t n, const T* x, T* y) { ops::relu_forward(n, x, y); }
+  void relu_backward(int64_t n, const T* y, const T* dy, T* dx) { ops::relu_backward(n, y, dy, dx); }
+  void add(int64_t n, const T* a, const T* b, T* y) { ops::add(n, a, b, y); }
+  void copy(int64_t n, const T* x, T* y) { std::copy(x, x + n, y); }
+  void max_pool_forward(size_t l, const ops::Pool2dShape& s, const T* x, T* y) {
+    ops::max_pool_forward(s, x, y, layer_storage_[l].argmax.data());
+  }
+  void max_pool_backward(size_t l, const ops::Pool2dShape& s, const T* dy, T* dx) {
+    ops::max_pool_backward(s, dy, layer_storage_[l].argmax.data(), dx);
+  }
+  void avg_pool_forward(int n, int hw, int c, const T* x, T* y) { ops::global_avg_pool_forward(n, hw, c, x, y); }
+  void avg_pool_backward(int n, int hw, int c, const T* dy, T* dx) { ops::global_avg_pool_backward(n, hw, c, dy, dx); }
+  void fc_forward(const LayerPlan& l, int n, int in, int out, const T* x, T* y) {
+    ops::fully_connected_forward(n, in, out, x, parameter_data(l.weight), parameter_data(l.bias), y);
+  }
+  void fc_backward(const LayerPlan& l, int n, int in, int out, const T* x, const T* dy, T* dx) {
+    ops::fully_connected_backward(n, in, out, x, parameter_data(l.weight), dy, dx, gradient_data(l.weight),
+                                  gradient_data(l.bias));
+  }
+
+  struct LayerStorage {
+    std::vector<T> save_mean, save_invstd;  // BN
+    std::vector<int32_t> argmax;            // max pool
+  };
+  std::vector<T> values_, gradients_, float_buffers_;
+  std::vector<LayerStorage> layer_storage_;
+  std::vector<std::vector<T>> activation_storage_, gradient_storage_;
+  std::vector<T> scratch_storage_;
+};
+
+extern template class CpuResNet<float>;
+extern template class CpuResNet<double>;
+
+}  // namespace train

@@ -1,0 +1,426 @@
+#include "runtime/model/gpu_resnet.h"
+
+#include "kernels/cuda/cuda_check.h"
+#include "runtime/model/gpu_resnet_kernels.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace train::gpu {
+
+namespace detail {
+void DeviceFree::operator()(void* pointer) const noexcept {
+  // cudaFree waits for the device; a destructor cannot report a failure.
+  if (pointer != nullptr) cudaFree(pointer);
+}
+}  // namespace detail
+
+namespace {
+
+namespace cuda = ops::cuda;
+
+constexpr float bn_eps = static_cast<float>(bn_epsilon);
+constexpr float bn_mom = static_cast<float>(bn_momentum);
+
+float bf16_to_float(std::uint16_t bits) {
+  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+template <typename T>
+void* GpuResNet<T>::allocate(size_t bytes) {
+  void* pointer = nullptr;
+  TRAIN_CUDA_CHECK(cudaMalloc(&pointer, bytes == 0 ? 1 : bytes));
+  memory_.emplace_back(pointer);
+  device_bytes_ += bytes;
+  return pointer;
+}
+
+template <typename T>
+GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context& context)
+    : Passes(std::move(plan), std::move(buckets)), context_(context) {
+  const ResNetPlan& p = this->plan_;
+  const size_t parameters = p.parameter_elements;
+  master_ = static_cast<float*>(allocate(sizeof(float) * parameters));
+  if constexpr (std::is_same_v<T, float>) {
+    weights_ = master_;
+  } else {
+    weights_ = static_cast<T*>(allocate(sizeof(T) * parameters));
+    bn_gradient_scratch_ = static_cast<float*>(allocate(sizeof(float) * 2 * static_cast<size_t>(p.max_bn_channels)));
+  }
+  gradients_ = static_cast<T*>(allocate(sizeof(T) * this->buckets_.total_elements));
+  momentum_ = static_cast<float*>(allocate(sizeof(float) * parameters));
+  buffers_ = static_cast<float*>(allocate(sizeof(float) * p.float_buffer_elements));
+  loss_ = static_cast<float*>(allocate(sizeof(float)));
+  correct_ = static_cast<std::int32_t*>(allocate(sizeof(std::int32_t)));
+
+  layer_storage_.resize(p.layers.size());
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const auto& layer = p.spec.layers[l];
+    if (layer.kind == LayerKind::batch_norm) {
+      const auto channels = static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.input)].c);
+      auto* saved = static_cast<float*>(allocate(sizeof(float) * 2 * channels));
+      layer_storage_[l].save_mean = saved;
+      layer_storage_[l].save_invstd = saved + channels;
+    } else if (layer.kind == LayerKind::max_pool) {
+      const auto elements = static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.output)].size());
+      layer_storage_[l].argmax = static_cast<std::int32_t*>(allocate(sizeof(std::int32_t) * elements));
+    }
+  }
+
+  // Activation storage (index 0, the images, is the caller's), fused-away outputs in the storage of the
+  // ReLU output they are fused into (the plan's storage_of), gradients where backward writes them.
+  const size_t activations = p.max_shapes.size();
+  std::vector<T*> activation(activations, nullptr), gradient(activations, nullptr);
+  for (size_t a = 1; a < activations; ++a) {
+    const auto size = static_cast<size_t>(p.max_shapes[a].size());
+    if (p.storage_of[a] == static_cast<int>(a)) activation[a] = static_cast<T*>(allocate(sizeof(T) * size));
+    if (p.gradient_needed[a]) gradient[a] = static_cast<T*>(allocate(sizeof(T) * size));
+  }
+  for (size_t a = 1; a < activations; ++a) activation[a] = activation[static_cast<size_t>(p.storage_of[a])];
+  T* scratch = static_cast<T*>(allocate(sizeof(T) * static_cast<size_t>(p.largest_activation)));
+  this->bind_storage(std::move(activation), std::move(gradient), scratch);
+
+  // Initial contents: zero parameters, gradients and momentum; running statistics 0 and 1 (torchvision's).
+  cudaStream_t stream = context_.stream();
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(master_, 0, sizeof(float) * parameters, stream));
+  if (static_cast<void*>(weights_) != static_cast<void*>(master_)) {
+    TRAIN_CUDA_CHECK(cudaMemsetAsync(weights_, 0, sizeof(T) * parameters, stream));
+  }
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, sizeof(T) * this->buckets_.total_elements, stream));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameters, stream));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(loss_, 0, sizeof(float), stream));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(correct_, 0, sizeof(std::int32_t), stream));
+  std::vector<float> initial_buffers(p.float_buffer_elements, 0.0f);
+  for (size_t i = 0; i < p.spec.tensors.size(); ++i) {
+    const auto& tensor = p.spec.tensors[i];
+    if (tensor.role == TensorRole::bn_running_var) {
+      std::fill_n(initial_buffers.begin() + static_cast<std::ptrdiff_t>(p.buffer_offset[i]), tensor.elements(), 1.0f);
+    }
+  }
+  copy_to_device(buffers_, initial_buffers.data(), sizeof(float) * initial_buffers.size());
+
+  // The optimizer's table: every parameter, its gradient in the bucket layout, its momentum, and (bf16) the
+  // copy the passes read. Uploaded once; the constructor of the table synchronises.
+  std::vector<cuda::SgdTensor<T>> tensors;
+  tensors.reserve(this->parameters_.size());
+  for (const auto& parameter : this->parameters_) {
+    cuda::SgdTensor<T> tensor;
+    tensor.param = master_ + parameter.offset;
+    tensor.grad = gradients_ + parameter.gradient_offset;
+    tensor.momentum_buffer = momentum_ + parameter.offset;
+    tensor.param_copy = std::is_same_v<T, float> ? nullptr : weights_ + parameter.offset;
+    tensor.count = parameter.count;
+    tensor.weight_decay = p.spec.tensors[static_cast<size_t>(parameter.spec_index)].decays();
+    tensors.push_back(tensor);
+  }
+  sgd_table_ = std::make_unique<cuda::SgdTensorTable<T>>(context_, std::span<const cuda::SgdTensor<T>>(tensors));
+}
+
+template <typename T>
+GpuResNet<T>::~GpuResNet() {
+  // Work still queued may use this memory: let it finish first (cudaFree would wait for the device anyway).
+  cudaStreamSynchronize(context_.stream());
+}
+
+// ---- state transfer ------------------------------------------------------------------------------------------
+
+template <typename T>
+void GpuResNet<T>::copy_to_device(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, context_.stream()));
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));  // the host memory may go away after return
+}
+
+template <typename T>
+void GpuResNet<T>::copy_to_host(void* host, const void* device, size_t bytes) const {
+  if (bytes == 0) return;
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, context_.stream()));
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+}
+
+namespace {
+void check_count(const char* what, size_t given, size_t expected) {
+  if (given != expected) throw std::invalid_argument(fmt::format("{}: {} values where the model has {}", what, given, expected));
+}
+}  // namespace
+
+template <typename T>
+void GpuResNet<T>::upload_parameters(const std::vector<float>& values) {
+  check_count("upload_parameters", values.size(), parameter_elements());
+  copy_to_device(master_, values.data(), sizeof(float) * values.size());
+  if constexpr (!std::is_same_v<T, float>) {
+    cuda::cast<float, T>(context_, static_cast<std::int64_t>(values.size()), master_, weights_);
+    TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+  }
+}
+
+template <typename T>
+std::vector<float> GpuResNet<T>::download_floats(const float* device, size_t count) const {
+  std::vector<float> values(count);
+  copy_to_host(values.data(), device, sizeof(float) * count);
+  return values;
+}
+
+template <typename T>
+std::vector<float> GpuResNet<T>::download_parameters() const {
+  return download_floats(master_, parameter_elements());
+}
+
+template <typename T>
+std::vector<float> GpuResNet<T>::download_gradients() const {
+  std::vector<float> values(this->buckets_.total_elements);
+  if constexpr (std::is_same_v<T, float>) {
+    copy_to_host(values.data(), gradients_, sizeof(float) * values.size());
+  } else {
+    static_assert(sizeof(T) == sizeof(std::uint16_t));
+    std::vector<std::uint16_t> bits(values.size());
+    copy_to_host(bits.data(), gradients_, sizeof(T) * bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_float(bits[i]);
+  }
+  return values;
+}
+
+template <typename T>
+std::vector<float> GpuResNet<T>::download_momentum() const {
+  return download_floats(momentum_, parameter_elements());
+}
+
+template <typename T>
+void GpuResNet<T>::upload_momentum(const std::vector<float>& values) {
+  check_count("upload_momentum", values.size(), parameter_elements());
+  copy_to_device(momentum_, values.data(), sizeof(float) * values.size());
+}
+
+namespace {
+const TensorSpec& float_buffer_spec(const ResNetSpec& spec, int spec_index) {
+  const auto& tensor = spec.tensors.at(static_cast<size_t>(spec_index));
+  if (tensor.role != TensorRole::bn_running_mean && tensor.role != TensorRole::bn_running_var) {
+    throw std::invalid_argument(tensor.name + " is not a running_mean or running_var buffer");
+  }
+  return tensor;
+}
+}  // namespace
+
+template <typename T>
+std::vector<float> GpuResNet<T>::download_buffer(int spec_index) const {
+  const auto& tensor = float_buffer_spec(this->plan_.spec, spec_index);
+  return download_floats(buffers_ + this->plan_.buffer_offset[static_cast<size_t>(spec_index)],
+                         static_cast<size_t>(tensor.elements()));
+}
+
+template <typename T>
+void GpuResNet<T>::upload_buffer(int spec_index, const std::vector<float>& values) {
+  const auto& tensor = float_buffer_spec(this->plan_.spec, spec_index);
+  check_count(tensor.name.c_str(), values.size(), static_cast<size_t>(tensor.elements()));
+  copy_to_device(buffer(spec_index), values.data(), sizeof(float) * values.size());
+}
+
+template <typename T>
+void GpuResNet<T>::upload_state(const HostModelState& state) {
+  check_count("upload_state: BN buffers", state.float_buffers.size(), this->plan_.float_buffer_elements);
+  check_count("upload_state: BN counters", state.tracked.size(), this->plan_.tracked_buffers);
+  upload_parameters(state.parameters);
+  copy_to_device(buffers_, state.float_buffers.data(), sizeof(float) * state.float_buffers.size());
+  this->tracked_ = state.tracked;
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameter_elements(), context_.stream()));
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+}
+
+template <typename T>
+HostModelState GpuResNet<T>::download_state() const {
+  HostModelState state;
+  state.parameters = download_parameters();
+  state.float_buffers = download_floats(buffers_, this->plan_.float_buffer_elements);
+  state.tracked = this->tracked_;
+  return state;
+}
+
+template <typename T>
+ExportedTensors GpuResNet<T>::export_state() const {
+  const HostModelState state = download_state();
+  return export_model_state(this->plan_, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+}
+
+// ---- the op calls of ResNetPasses ----------------------------------------------------------------------------
+
+template <typename T>
+void GpuResNet<T>::conv_forward(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* x, T* y) {
+  cuda::conv2d_forward<T>(context_, shape, x, weight_data(layer.weight), y);
+}
+
+template <typename T>
+void GpuResNet<T>::conv_backward_weight(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* x, const T* dy) {
+  cuda::conv2d_backward_weight<T>(context_, shape, x, dy, gradient_data(layer.weight));
+}
+
+template <typename T>
+void GpuResNet<T>::conv_backward_input(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* dy, T* dx) {
+  cuda::conv2d_backward_input<T>(context_, shape, dy, weight_data(layer.weight), dx);
+}
+
+template <typename T>
+void GpuResNet<T>::bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu,
+                                    T* y) {
+  const LayerPlan& layer = this->plan_.layers[l];
+  const LayerStorage& saved = layer_storage_[l];
+  const float* gamma = master_data(layer.weight);
+  const float* beta = master_data(layer.bias);
+  if (relu) {
+    cuda::batch_norm_relu_forward_train<T>(context_, rows, channels, x, shortcut, gamma, beta, bn_eps, bn_mom,
+                                           buffer(layer.running_mean), buffer(layer.running_var), y, saved.save_mean,
+                                           saved.save_invstd);
+  } else {
+    cuda::batch_norm_forward_train<T>(context_, rows, channels, x, gamma, beta, bn_eps, bn_mom,
+                                      buffer(layer.running_mean), buffer(layer.running_var), y, saved.save_mean,
+                                      saved.save_invstd);
+  }
+}
+
+template <typename T>
+void GpuResNet<T>::bn_forward_inference(const LayerPlan& layer, int64_t rows, int channels, const T* x, T* y) {
+  cuda::batch_norm_forward_inference<T>(context_, rows, channels, x, master_data(layer.weight), master_data(layer.bias),
+                                        buffer(layer.running_mean), buffer(layer.running_var), bn_eps, y);
+}
+
+template <typename T>
+void GpuResNet<T>::bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx) {
+  const LayerPlan& layer = this->plan_.layers[l];
+  const LayerStorage& saved = layer_storage_[l];
+  // The ops write dgamma/dbeta in fp32: straight into the gradient buffer when T is float, else into
+  // scratch and cast into the bf16 buffer.
+  float* dgamma;
+  float* dbeta;
+  if constexpr (std::is_same_v<T, float>) {
+    dgamma = gradient_data(layer.weight);
+    dbeta = gradient_data(layer.bias);
+  } else {
+    dgamma = bn_gradient_scratch_;
+    dbeta = bn_gradient_scratch_ + this->plan_.max_bn_channels;
+  }
+  if (relu_y != nullptr) {
+    cuda::batch_norm_relu_backward<T>(context_, rows, channels, x, relu_y, dy, master_data(layer.weight),
+                                      saved.save_mean, saved.save_invstd, dx, dgamma, dbeta);
+  } else {
+    cuda::batch_norm_backward<T>(context_, rows, channels, x, dy, master_data(layer.weight), saved.save_mean,
+                                 saved.save_invstd, dx, dgamma, dbeta);
+  }
+  if constexpr (!std::is_same_v<T, float>) {
+    cuda::cast<float, T>(context_, channels, dgamma, gradient_data(layer.weight));
+    cuda::cast<float, T>(context_, channels, dbeta, gradient_data(layer.bias));
+  }
+}
+
+template <typename T>
+void GpuResNet<T>::relu_forward(int64_t n, const T* x, T* y) {
+  cuda::relu_forward<T>(context_, n, x, y);
+}
+
+template <typename T>
+void GpuResNet<T>::relu_backward(int64_t n, const T* y, const T* dy, T* dx) {
+  cuda::relu_backward<T>(context_, n, y, dy, dx);
+}
+
+template <typename T>
+void GpuResNet<T>::add(int64_t n, const T* a, const T* b, T* y) {
+  cuda::add<T>(context_, n, a, b, y);
+}
+
+template <typename T>
+void GpuResNet<T>::copy(int64_t n, const T* x, T* y) {
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(T) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice, context_.stream()));
+}
+
+template <typename T>
+void GpuResNet<T>::max_pool_forward(size_t l, const ops::Pool2dShape& shape, const T* x, T* y) {
+  cuda::max_pool_forward<T>(context_, shape, x, y, layer_storage_[l].argmax);
+}
+
+template <typename T>
+void GpuResNet<T>::max_pool_backward(size_t l, const ops::Pool2dShape& shape, const T* dy, T* dx) {
+  cuda::max_pool_backward<T>(context_, shape, dy, layer_storage_[l].argmax, dx);
+}
+
+template <typename T>
+void GpuResNet<T>::avg_pool_forward(int n, int hw, int c, const T* x, T* y) {
+  cuda::global_avg_pool_forward<T>(context_, n, hw, c, x, y);
+}
+
+template <typename T>
+void GpuResNet<T>::avg_pool_backward(int n, int hw, int c, const T* dy, T* dx) {
+  cuda::global_avg_pool_backward<T>(context_, n, hw, c, dy, dx);
+}
+
+template <typename T>
+void GpuResNet<T>::fc_forward(const LayerPlan& layer, int n, int in, int out, const T* x, T* y) {
+  cuda::fully_connected_forward<T>(context_, n, in, out, x, weight_data(layer.weight), weight_data(layer.bias), y);
+}
+
+template <typename T>
+void GpuResNet<T>::fc_backward(const LayerPlan& layer, int n, int in, int out, const T* x, const T* dy, T* dx) {
+  cuda::fully_connected_backward<T>(context_, n, in, out, x, weight_data(layer.weight), dy, dx,
+                                    gradient_data(layer.weight), gradient_data(layer.bias));
+}
+
+// ---- a step --------------------------------------------------------------------------------------------------
+
+template <typename T>
+void GpuResNet<T>::infer(const T* images, int batch, T* logits) {
+  this->forward(images, batch, /*training=*/false);
+  const size_t bytes = sizeof(T) * static_cast<size_t>(int64_t{batch} * this->spec().num_classes);
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(logits, this->logits(), bytes, cudaMemcpyDeviceToDevice, context_.stream()));
+}
+
+template <typename T>
+typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::train_step(const T* images, const std::int32_t* labels,
+                                                                int batch, float label_smoothing,
+                                                                float gradient_scale,
+                                                                const std::function<void(int)>& on_gradient,
+                                                                const std::function<void()>& between_layers) {
+  this->forward(images, batch, /*training=*/true);
+  cudaStream_t stream = context_.stream();
+  const int classes = this->spec().num_classes;
+  const T* logits = this->logits();
+  detail::count_top1<T>(stream, batch, classes, logits, labels, correct_);
+  T* dlogits = this->begin_backward();
+  cuda::softmax_cross_entropy<T>(context_, batch, classes, logits, labels, label_smoothing, loss_, dlogits);
+  if (gradient_scale != 1.0f) detail::scale_values<T>(stream, int64_t{batch} * classes, dlogits, gradient_scale);
+  this->backward(on_gradient, between_layers);
+  return DeviceStepResult{loss_, correct_};
+}
+
+template <typename T>
+typename GpuResNet<T>::StepResult GpuResNet<T>::read_step_result() {
+  float loss = 0.0f;
+  std::int32_t correct = 0;
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost, context_.stream()));
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost, context_.stream()));
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+  return StepResult{loss, correct};
+}
+
+template <typename T>
+void GpuResNet<T>::sgd_step(const ops::SgdOptions& options) {
+  cuda::sgd_step<T>(context_, *sgd_table_, options);
+}
+
+template <typename T>
+const float* GpuResNet<T>::trust_ratios() const {
+  return sgd_table_->trust_ratios();
+}
+
+template class GpuResNet<float>;
+template class GpuResNet<cuda::bf16>;
+
+}  // namespace train::gpu

@@ -1,0 +1,293 @@
+// The forward and backward passes of a ResNet, written once for both models. ResNetPasses walks the
+// layers of a ResNetPlan (fusions, which gradient goes where, when a parameter's gradient is final); the
+// model deriving from it (CpuResNet, GpuResNet) owns the storage and answers the op calls below with its
+// backend's kernels, as Caffe's layers have CPU and GPU twins behind one interface.
+//
+// What the Model must provide (called with this step's shapes; every pointer is the model's storage):
+//   const T* take_input(const T* images, int64_t elements)      the images as activation 0
+//   conv_forward(layer, shape, x, y), conv_backward_weight(layer, shape, x, dy) (into layer.weight's
+//   gradient), conv_backward_input(layer, shape, dy, dx)
+//   bn_forward_train(l, rows, channels, x, shortcut, relu, y)   batch statistics, running statistics, saved
+//   statistics of layer index l; shortcut (may be null) is added before the ReLU
+//   bn_forward_inference(layer, rows, channels, x, y)
+//   bn_backward(l, rows, channels, x, relu_y, dy, dx)          into the BN's weight and bias gradients;
+//   relu_y is the output of the fused ReLU (null when none)
+//   relu_forward(n, x, y), relu_backward(n, y, dy, dx), add(n, a, b, y), copy(n, x, y)
+//   max_pool_forward(l, shape, x, y), max_pool_backward(l, shape, dy, dx)
+//   avg_pool_forward(n, hw, c, x, y), avg_pool_backward(n, hw, c, dy, dx)
+//   fc_forward(layer, n, in, out, x, y), fc_backward(layer, n, in, out, x, dy, dx)  (fc_backward writes
+//   the weight and bias gradients)
+// In-place calls happen: inference writes a fused BN's output into the storage of the ReLU it is fused
+// with, then runs add and ReLU with y == x.
+#pragma once
+
+#include "kernels/ops.h"
+#include "runtime/comm/gradient_buckets.h"
+#include "runtime/model/resnet_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace train {
+
+template <typename Model, typename T>
+class ResNetPasses {
+ public:
+  const ResNetPlan& plan() const { return plan_; }
+  const ResNetSpec& spec() const { return plan_.spec; }
+  const BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
+  int parameter_tensors() const { return plan_.parameter_tensors(); }
+  int max_batch() const { return plan_.max_batch; }
+  // Parameter p (forward numbering): its place in the parameter store and in the gradient buffer.
+  struct Parameter {
+    int spec_index = 0;          // into spec().tensors
+    size_t offset = 0;           // into the parameter (and momentum) store
+    size_t gradient_offset = 0;  // into the flat gradient buffer (the bucket layout)
+    int64_t count = 0;
+  };
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  // num_batches_tracked of a BN, by its spec index (a host counter on both backends).
+  int64_t& batches_tracked(int spec_index) { return tracked_.at(plan_.buffer_offset.at(static_cast<size_t>(spec_index))); }
+  std::vector<int64_t>& all_tracked() { return tracked_; }  // laid out by plan().buffer_offset
+  const std::vector<int64_t>& all_tracked() const { return tracked_; }
+
+ protected:
+  // `buckets` lays out the flat gradient buffer (planned by the communication layer from
+  // plan.parameter_counts()); the model keeps it only to find each parameter's gradient.
+  ResNetPasses(ResNetPlan plan, BucketPlan buckets)
+      : plan_(std::move(plan)), buckets_(std::move(buckets)), shapes_(plan_.max_shapes),
+        tracked_(plan_.tracked_buffers, 0) {
+    if (buckets_.offset_of_tensor.size() != plan_.parameters.size()) {
+      throw std::invalid_argument("the gradient buckets were planned for another network");
+    }
+    for (size_t p = 0; p < plan_.parameters.size(); ++p) {
+      const auto& slot = plan_.parameters[p];
+      parameters_.push_back(Parameter{slot.spec_index, slot.offset, buckets_.offset_of_tensor[p], slot.count});
+    }
+  }
+
+  // The model's storage: every activation (by plan.storage_of, index 0 set by take_input), every needed
+  // activation gradient (null where plan.gradient_needed is false), and scratch of the largest activation.
+  void bind_storage(std::vector<T*> activations, std::vector<T*> gradients, T* scratch) {
+    activation_ = std::move(activations);
+    gradient_buffer_ = std::move(gradients);
+    scratch_ = scratch;
+    gradient_of_.assign(activation_.size(), nullptr);
+    gradient_written_.assign(activation_.size(), false);
+  }
+
+  size_t gradient_offset(int p) const { return parameters_[static_cast<size_t>(p)].gradient_offset; }
+  const T* logits() const { return activation_.back(); }
+
+  void forward(const T* images, int batch, bool training);
+  // Starts a backward pass: returns where the loss's gradient (the logits' gradient) goes.
+  T* begin_backward();
+  // `on_gradient(p)` once per parameter p (forward numbering) right after the op that finishes p's
+  // gradient; `between_layers()` after each backward layer. Either may be empty.
+  void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
+
+  ResNetPlan plan_;
+  BucketPlan buckets_;
+  std::vector<Parameter> parameters_;
+  std::vector<ActivationShape> shapes_;  // this step's
+  std::vector<int64_t> tracked_;
+
+ private:
+  Model& model() { return static_cast<Model&>(*this); }
+  void set_batch(int batch);
+  T* relu_output(const LayerPlan& fused) {
+    return activation_[static_cast<size_t>(plan_.spec.layers[static_cast<size_t>(fused.relu_layer)].output)];
+  }
+  void batch_norm_train(size_t l, const T* shortcut, bool relu, T* y);
+  // Where a layer's input gradient goes: straight into the activation's gradient when nothing wrote it
+  // yet this step, else into scratch followed by an add (two consumers of one activation).
+  T* gradient_target(int activation, bool& accumulate);
+  void finish_gradient(int activation, bool accumulate);
+
+  std::vector<T*> activation_, gradient_buffer_;
+  std::vector<T*> gradient_of_;  // this step's gradient of each activation: its own buffer or a shared one
+  std::vector<bool> gradient_written_;
+  T* scratch_ = nullptr;
+};
+
+template <typename Model, typename T>
+void ResNetPasses<Model, T>::set_batch(int batch) {
+  if (batch < 1 || batch > plan_.max_batch) {
+    throw std::invalid_argument("batch of " + std::to_string(batch) + " images; this model holds 1 to " +
+                                std::to_string(plan_.max_batch));
+  }
+  for (auto& shape : shapes_) shape.n = batch;
+}
+
+template <typename Model, typename T>
+void ResNetPasses<Model, T>::batch_norm_train(size_t l, const T* shortcut, bool relu, T* y) {
+  const LayerSpec& bn = plan_.spec.layers[l];
+  const ActivationShape& in = shapes_[static_cast<size_t>(bn.input)];
+  model().bn_forward_train(l, int64_t{in.n} * in.h * in.w, in.c, activation_[static_cast<size_t>(bn.input)], shortcut,
+                           relu, y);
+  ++batches_tracked(plan_.layers[l].tracked);
+}
+
+template <typename Model, typename T>
+void ResNetPasses<Model, T>::forward(const T* images, int batch, bool training) {
+  set_batch(batch);
+  activation_[0] = const_cast<T*>(model().take_input(images, shapes_[0].size()));
+  for (size_t l = 0; l < plan_.spec.layers.size(); ++l) {
+    const auto& layer = plan_.spec.layers[l];
+    const auto& entry = plan_.layers[l];
+    const ActivationShape& in = shapes_[static_cast<size_t>(layer.input)];
+    const T* x = activation_[static_cast<size_t>(layer.input)];
+    T* y = activation_[static_cast<size_t>(layer.output)];
+    switch (layer.kind) {
+      case LayerKind::conv:
+        model().conv_forward(entry, ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
+                                                             layer.stride, layer.padding),
+                             x, y);
+        break;
+      case LayerKind::batch_norm:
+        if (!training) {
+          model().bn_forward_inference(entry, int64_t{in.n} * in.h * in.w, in.c, x, y);
+        } else if (entry.fusion == Fusion::bn_relu) {
+          batch_norm_train(l, nullptr, true, relu_output(entry));
+        } else if (entry.fusion != Fusion::bn_in_add) {  // a BN fused into its add runs there
+          batch_norm_train(l, nullptr, false, y);
+        }
+        break;
+      case LayerKind::relu:
+        if (!training || entry.fusion == Fusion::none) model().relu_forward(in.size(), x, y);
+        break;
+      case LayerKind::max_pool:
+        model().max_pool_forward(l, ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding},
+                                 x, y);
+        break;
+      case LayerKind::residual_add:
+        if (training && entry.fusion == Fusion::bn_add_relu) {
+          batch_norm_train(static_cast<size_t>(entry.partner), activation_[static_cast<size_t>(layer.input_b)], true,
+                           relu_output(entry));
+        } else {
+          model().add(in.size(), x, activation_[static_cast<size_t>(layer.input_b)], y);
+        }
+        break;
+      case LayerKind::global_avg_pool: model().avg_pool_forward(in.n, in.h * in.w, in.c, x, y); break;
+      case LayerKind::fully_connected: model().fc_forward(entry, in.n, in.c, layer.out_channels, x, y); break;
+    }
+  }
+}
+
+template <typename Model, typename T>
+T* ResNetPasses<Model, T>::begin_backward() {
+  gradient_of_ = gradient_buffer_;
+  std::fill(gradient_written_.begin(), gradient_written_.end(), false);
+  gradient_written_.back() = true;
+  return gradient_of_.back();
+}
+
+template <typename Model, typename T>
+T* ResNetPasses<Model, T>::gradient_target(int activation, bool& accumulate) {
+  accumulate = gradient_written_[static_cast<size_t>(activation)];
+  T* target = accumulate ? scratch_ : gradient_of_[static_cast<size_t>(activation)];
+  if (target == nullptr) throw std::logic_error("ResNet: activation " + std::to_string(activation) + " has no gradient storage");
+  return target;
+}
+
+template <typename Model, typename T>
+void ResNetPasses<Model, T>::finish_gradient(int activation, bool accumulate) {
+  T* target = gradient_of_[static_cast<size_t>(activation)];
+  if (accumulate) model().add(shapes_[static_cast<size_t>(activation)].size(), target, scratch_, target);
+  gradient_written_[static_cast<size_t>(activation)] = true;
+}
+
+template <typename Model, typename T>
+void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradient,
+                                      const std::function<void()>& between_layers) {
+  auto gradient_done = [&](int p) {
+    if (on_gradient) on_gradient(p);
+  };
+  for (size_t l = plan_.spec.layers.size(); l-- > 0;) {
+    const auto& layer = plan_.spec.layers[l];
+    const auto& entry = plan_.layers[l];
+    if (entry.fusion == Fusion::relu_in_bn) continue;  // its batch norm does its backward
+    const ActivationShape& in = shapes_[static_cast<size_t>(layer.input)];
+    const T* x = activation_[static_cast<size_t>(layer.input)];
+    // A batch norm fused with its ReLU takes the gradient at the ReLU's output.
+    const int output = entry.fusion == Fusion::bn_relu
+                           ? plan_.spec.layers[static_cast<size_t>(entry.relu_layer)].output
+                           : layer.output;
+    const T* dy = gradient_of_[static_cast<size_t>(output)];
+    if (!gradient_written_[static_cast<size_t>(output)] || dy == nullptr) {
+      throw std::logic_error("no gradient reached the output of " + layer.name);
+    }
+    bool accumulate = false;
+    switch (layer.kind) {
+      case LayerKind::conv: {
+        auto shape = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
+                                              layer.padding);
+        model().conv_backward_weight(entry, shape, x, dy);
+        gradient_done(entry.weight);
+        if (layer.input != 0) {  // the image needs no gradient
+          T* dx = gradient_target(layer.input, accumulate);
+          model().conv_backward_input(entry, shape, dy, dx);
+          finish_gradient(layer.input, accumulate);
+        }
+        break;
+      }
+      case LayerKind::batch_norm: {
+        T* dx = gradient_target(layer.input, accumulate);
+        model().bn_backward(l, int64_t{in.n} * in.h * in.w, in.c, x,
+                            entry.fusion == Fusion::bn_relu ? relu_output(entry) : nullptr, dy, dx);
+        gradient_done(entry.weight);
+        gradient_done(entry.bias);
+        finish_gradient(layer.input, accumulate);
+        break;
+      }
+      case LayerKind::relu: {
+        T* dx = gradient_target(layer.input, accumulate);
+        model().relu_backward(in.size(), activation_[static_cast<size_t>(layer.output)], dy, dx);
+        finish_gradient(layer.input, accumulate);
+        break;
+      }
+      case LayerKind::max_pool: {
+        T* dx = gradient_target(layer.input, accumulate);
+        model().max_pool_backward(l, ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding},
+                                  dy, dx);
+        finish_gradient(layer.input, accumulate);
+        break;
+      }
+      case LayerKind::residual_add:
+        // y = a + b: both operands receive dy; where the fusion plan found it safe, by sharing its buffer.
+        for (int operand : {layer.input, layer.input_b}) {
+          const bool share = operand == layer.input ? entry.share_gradient_a : entry.share_gradient_b;
+          if (share && !gradient_written_[static_cast<size_t>(operand)]) {
+            gradient_of_[static_cast<size_t>(operand)] = gradient_of_[static_cast<size_t>(layer.output)];
+            gradient_written_[static_cast<size_t>(operand)] = true;
+            continue;
+          }
+          T* dx = gradient_target(operand, accumulate);
+          model().copy(in.size(), dy, dx);
+          finish_gradient(operand, accumulate);
+        }
+        break;
+      case LayerKind::global_avg_pool: {
+        T* dx = gradient_target(layer.input, accumulate);
+        model().avg_pool_backward(in.n, in.h * in.w, in.c, dy, dx);
+        finish_gradient(layer.input, accumulate);
+        break;
+      }
+      case LayerKind::fully_connected: {
+        T* dx = gradient_target(layer.input, accumulate);
+        model().fc_backward(entry, in.n, in.c, layer.out_channels, x, dy, dx);
+        gradient_done(entry.bias);
+        gradient_done(entry.weight);
+        finish_gradient(layer.input, accumulate);
+        break;
+      }
+    }
+    if (between_layers) between_layers();
+  }
+}
+
+}  // namespace train

@@ -1,0 +1,310 @@
+#include "runtime/trainer.h"
+
+#include "common/config_error.h"
+#include "common/environment_map.h"
+#include "common/log.h"
+#include "runtime/comm/bounded_collectives.h"
+#include "runtime/comm/replica_check.h"
+#include "runtime/data/data_error.h"
+#include "runtime/stop_request.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace train {
+
+namespace {
+
+std::chrono::seconds timeout_from_environment(const char* name, int default_seconds) {
+  auto value = lookup(current_environment(), name);
+  if (!value) return std::chrono::seconds(default_seconds);
+  if (value->empty() || value->size() > 7 || value->find_first_not_of("0123456789") != std::string::npos) {
+    throw ConfigError(fmt::format("environment variable {}: expected a whole number of seconds, got \"{}\"", name, *value));
+  }
+  return std::chrono::seconds(std::stoi(*value));
+}
+
+std::string format_duration(double seconds) {
+  auto total = static_cast<int64_t>(std::max(0.0, seconds));
+  return fmt::format("{}:{:02}:{:02}", total / 3600, (total / 60) % 60, total % 60);
+}
+
+std::string signal_description() {
+  int signal_number = stop_signal();
+  return signal_number == 0 ? std::string("another rank's signal") : fmt::format("signal {}", signal_number);
+}
+
+}  // namespace
+
+Trainer::Trainer(const JobDescription& job, const RankIdentity& identity, MPI_Comm comm)
+    : settings_(derive_training_settings(job, identity)), identity_(identity), comm_(comm) {}
+
+Trainer::~Trainer() = default;
+
+std::chrono::milliseconds Trainer::collective_timeout() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(step_timeout_);
+}
+
+int Trainer::run() {
+  step_timeout_ = timeout_from_environment("TRAIN_STEP_TIMEOUT_SECONDS", 900);
+  data_timeout_ = timeout_from_environment("TRAIN_DATA_TIMEOUT_SECONDS", 600);
+  data_ = std::make_unique<TrainingData>(settings_, identity_, comm_, collective_timeout(),
+                                         std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
+  engine_ = make_engine(settings_, data_->classes(), identity_, comm_, collective_timeout());
+  engine_->initialize(settings_.seed);
+  if (settings_.weights_dir) load_initial_weights();
+  resume_if_checkpointed();
+  open_sample_log();
+
+  std::unique_ptr<data::BatchLoader> loader = data_->open_training(resume_position_);
+  steps_per_epoch_ = std::max<int64_t>(1, loader->batches_per_epoch());
+  total_steps_ = settings_.epochs * steps_per_epoch_;
+  if (settings_.max_steps > 0) total_steps_ = std::min(total_steps_, settings_.max_steps);
+  schedule_ = make_schedule(settings_, steps_per_epoch_, total_steps_);
+  announce();
+  last_log_ = clock::now();
+  start_ = last_log_;
+  steps_at_start_ = step_;
+  return settings_.pipe ? run_pipe(*loader) : run_epochs(*loader);
+}
+
+// File and FastFile mode: every rank's share of an epoch has the same number of batches.
+int Trainer::run_epochs(data::BatchLoader& loader) {
+  int64_t epoch = resume_position_.epoch;
+  data::Batch batch;
+  while (step_ < total_steps_) {
+    if (!next_batch(loader, batch)) break;
+    if (batch.position.epoch != epoch) {
+      end_of_epoch(epoch);
+      epoch = batch.position.epoch;
+    }
+    epoch_corrupt_skipped_ += batch.corrupt_skipped;
+    if (train_one_step(batch)) return stop_with_checkpoint(batch.next);
+  }
+  // The last epoch ends with the last step (or with max_steps, perhaps part-way).
+  end_of_epoch(epoch, /*complete=*/step_ % steps_per_epoch_ == 0);
+  return finish_training();
+}
+
+// Pipe mode. A rank's share of an epoch is known to be over only when its stream says so, and with
+// ShardedByS3Key hosts' streams may differ in length; so before each step the ranks vote: the epoch goes
+// on while any rank still has a batch of it, and a rank whose share is done trains its first batch of the
+// epoch again meanwhile (its gradient still counts, as DistributedSampler's padding does). The epoch ends
+// when no rank has a batch of it left.
+int Trainer::run_pipe(data::BatchLoader& loader) {
+  if (identity_.rank == 0 && settings_.shuffle) {
+    log_info("note: Pipe mode trains on the records in the order the channel streams them; the shuffle "
+             "hyperparameter applies to File and FastFile mode (shuffle a Pipe-mode channel with its ShuffleConfig)");
+  }
+  int64_t epoch = resume_position_.epoch;
+  int64_t steps_in_epoch = resume_position_.index / settings_.batch_per_rank;
+  data::Batch pending, first;
+  bool have_pending = false, have_first = false, last_epoch_closed = false;
+  while (settings_.max_steps == 0 || step_ < settings_.max_steps) {
+    if (!have_pending) have_pending = next_batch(loader, pending);
+    const bool in_epoch = have_pending && pending.position.epoch == epoch;
+    int64_t ranks_with_data = in_epoch ? 1 : 0;
+    bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
+                      "the vote on the end of a Pipe-mode epoch");
+    if (ranks_with_data == 0) {
+      if (identity_.rank == 0 && steps_in_epoch != steps_per_epoch_) {
+        log_info("note: Pipe-mode epoch {} took {} steps, but num_training_samples={} implies {}; the learning-rate "
+                 "schedule assumes {}: set num_training_samples to the number of records the channel streams",
+                 epoch, steps_in_epoch, *settings_.num_training_samples, steps_per_epoch_, steps_per_epoch_);
+      }
+      end_of_epoch(epoch);
+      ++epoch;
+      steps_in_epoch = 0;
+      have_first = false;
+      if (epoch >= settings_.epochs) {
+        last_epoch_closed = true;
+        break;
+      }
+      continue;
+    }
+    const data::Batch* batch = &pending;
+    const bool padding = !in_epoch;
+    if (in_epoch) {
+      if (!have_first) {
+        first = pending;
+        have_first = true;
+      }
+      have_pending = false;
+      epoch_corrupt_skipped_ += pending.corrupt_skipped;
+    } else if (have_first) {
+      batch = &first;
+    } else {
+      throw data::DataError(fmt::format(
+          "Pipe-mode channel {}: rank {} received no records in epoch {} while other ranks did: with ShardedByS3Key "
+          "every host needs at least one batch per rank ({} records per host here); spread the objects more evenly "
+          "over the hosts or use FullyReplicated",
+          settings_.pipe_channel, identity_.rank, epoch, int64_t{settings_.batch_per_rank} * identity_.local_size));
+    }
+    const bool stop = train_one_step(*batch, padding);
+    ++steps_in_epoch;
+    // Every rank is at the same step of the epoch; a resumed job skips that many batches of each share.
+    if (stop) return stop_with_checkpoint(data::DataPosition{epoch, steps_in_epoch * settings_.batch_per_rank});
+  }
+  if (!last_epoch_closed) end_of_epoch(epoch, /*complete=*/false);
+  return finish_training();
+}
+
+// The next batch, waiting for the decoder in bounded slices; false at the end of the data.
+bool Trainer::next_batch(data::BatchLoader& loader, data::Batch& batch) {
+  const auto deadline = clock::now() + data_timeout_;
+  while (true) {
+    auto status = loader.next(batch, std::chrono::milliseconds(500));
+    if (status == data::BatchLoader::Status::batch) return true;
+    if (status == data::BatchLoader::Status::end || status == data::BatchLoader::Status::stopped) return false;
+    if (clock::now() > deadline) {
+      throw data::DataError(fmt::format("no training batch arrived within {} s (set TRAIN_DATA_TIMEOUT_SECONDS to "
+                                        "wait longer): the data is unreadable or too slow",
+                                        data_timeout_.count()));
+    }
+  }
+}
+
+// One training step of the whole job; returns true when the job agreed to stop after it. The engine's step
+// may still be running on the device when this returns: its loss and hits are read only at log lines.
+bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
+  if (sample_log_) log_samples(batch, padding);
+  last_learning_rate_ = schedule_.at(step_);
+  engine_->train_step(batch, last_learning_rate_);
+  ++step_;
+  // Every rank votes after every step, so all stop at the same one.
+  int stop = stop_requested() ? 1 : 0;
+  bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+  if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
+  return stop > 0;
+}
+
+// The job's loss, top-1 and images/s since the last line (collective: every rank calls it at the same step).
+void Trainer::log_progress(int64_t epoch) {
+  const StepTotals mine = engine_->take_totals();
+  double sums[3] = {mine.loss, mine.images, mine.correct};
+  bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
+  const auto now = clock::now();
+  if (identity_.rank == 0) {
+    const double interval = std::chrono::duration<double>(now - last_log_).count();
+    const double since_start = std::chrono::duration<double>(now - start_).count();
+    const double per_step = since_start / static_cast<double>(std::max<int64_t>(1, step_ - steps_at_start_));
+    write_line(1, fmt::format("step={} epoch={} loss={:.6f} train_top1={:.4f} lr={:.6g} images_per_sec={:.1f} eta={}",
+                              step_, epoch, sums[0] / sums[1], sums[2] / sums[1], last_learning_rate_,
+                              interval > 0 ? sums[1] / interval : 0.0,
+                              format_duration(per_step * static_cast<double>(total_steps_ - step_))));
+  }
+  last_log_ = now;
+}
+
+// The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal).
+int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
+  save_checkpoint(next, "stop request");
+  if (identity_.rank == 0) {
+    write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
+                              step_, signal_description()));
+  }
+  return 0;
+}
+
+// After the last step: every rank must hold the same parameters, then rank 0 writes the model.
+int Trainer::finish_training() {
+  const std::vector<float> parameters = engine_->parameters();
+  check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
+  write_model();
+  return 0;
+}
+
+// After the last step of `epoch` (or the last step of training, which may end an epoch part-way: then
+// `complete` is false and no end-of-epoch checkpoint is written).
+void Trainer::end_of_epoch(int64_t epoch, bool complete) {
+  if (settings_.skip_corrupt) report_corrupt(epoch);
+  validate(epoch);
+  if (complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
+    save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
+  }
+}
+
+// skip_corrupt=true: one line per epoch on rank 0 with the job's count (regex: corrupt_records_skipped=(\d+)).
+// Records found corrupt while indexing are left out of every epoch; those found when loading were replaced
+// in their batch by the next good sample (CorruptSkippingSource) and are counted each time it happens.
+void Trainer::report_corrupt(int64_t epoch) {
+  int64_t counts[2] = {epoch_corrupt_skipped_, data_->corrupt_streamed(epoch)};
+  epoch_corrupt_skipped_ = 0;
+  bounded_allreduce(counts, 2, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(), "the corrupt-record counts");
+  const int64_t in_batches = counts[0];
+  const int64_t before_decoding = data_->corrupt_at_open() + counts[1];
+  if (identity_.rank == 0) {
+    write_line(1, fmt::format("epoch={} corrupt_records_skipped={} in_batches={} while_indexing={}", epoch,
+                              in_batches + before_decoding, in_batches, before_decoding));
+  }
+}
+
+// Top-1 and top-5 of the model in inference mode over the validation channel (each image counted once).
+void Trainer::validate(int64_t epoch) {
+  std::unique_ptr<data::BatchLoader> loader = data_->open_validation();
+  if (!loader) return;
+  const int classes = data_->classes();
+  std::vector<float> logits(static_cast<size_t>(settings_.batch_per_rank) * static_cast<size_t>(classes));
+  double counts[3] = {0, 0, 0};  // images, top-1 hits, top-5 hits
+  data::Batch batch;
+  const int64_t dataset = data_->validation_samples();
+  while (next_batch(*loader, batch)) {
+    engine_->infer(batch, logits.data());
+    for (int i = 0; i < batch.size; ++i) {
+      // Samples that pad the last ranks' shards repeat earlier ones: count every image once.
+      const int64_t global_position = identity_.rank + identity_.size * (batch.position.index + i);
+      if (global_position >= dataset) continue;
+      const float* row = logits.data() + static_cast<int64_t>(i) * classes;
+      const float truth = row[batch.labels[static_cast<size_t>(i)]];
+      int better = 0;
+      for (int c = 0; c < classes; ++c) better += row[c] > truth ? 1 : 0;
+      counts[0] += 1;
+      counts[1] += better == 0 ? 1 : 0;
+      counts[2] += better < 5 ? 1 : 0;
+    }
+  }
+  bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the validation counts");
+  if (identity_.rank == 0) {
+    write_line(1, fmt::format("epoch={} validation_top1={:.4f} validation_top5={:.4f} validation_images={}", epoch,
+                              counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
+                              static_cast<int64_t>(counts[0])));
+  }
+}
+
+void Trainer::announce() const {
+  if (identity_.rank != 0) return;
+  log_info("training resnet{} ({} parameters) on {}x{} images, {} classes: {} ranks x {} images = global batch {}, "
+           "{} steps per epoch, {} steps in all",
+           settings_.depth, engine_->plan().spec.parameter_count(), settings_.height, settings_.width,
+           data_->classes(), identity_.size, settings_.batch_per_rank, settings_.global_batch, steps_per_epoch_,
+           total_steps_);
+  log_info("data: {}; peak learning rate {} ({} scaled to global batch {}), {} decay, {} gradient buckets",
+           data_->describe(), schedule_.peak, settings_.learning_rate, settings_.global_batch,
+           lr_decay_name(settings_.lr_scheduler), engine_->gradient_buckets());
+  log_info("engine: {}", engine_->describe());
+}
+
+// TRAIN_SAMPLE_LOG=DIR: every rank appends one line per step to DIR/rank-R.txt naming the samples it
+// trained on (a diagnostic: the tests check with it that every sample is used once per epoch).
+void Trainer::open_sample_log() {
+  auto dir = lookup(current_environment(), "TRAIN_SAMPLE_LOG");
+  if (!dir || dir->empty()) return;
+  const auto path = std::filesystem::path(*dir) / fmt::format("rank-{}.txt", identity_.rank);
+  sample_log_.reset(std::fopen(path.c_str(), "a"));
+  if (!sample_log_) {
+    throw ConfigError(fmt::format("TRAIN_SAMPLE_LOG: cannot append to {}: {}", path.string(), std::strerror(errno)));
+  }
+}
+
+void Trainer::log_samples(const data::Batch& batch, bool padding) {
+  fmt::print(sample_log_.get(), "epoch={} step={} padding={} labels={} samples={} repeats={}\n",
+             batch.position.epoch, step_, padding ? 1 : 0, fmt::join(batch.labels, ","),
+             fmt::join(batch.samples, ","), fmt::join(batch.repeats, ","));
+  std::fflush(sample_log_.get());
+}
+
+}  // namespace train

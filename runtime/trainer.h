@@ -1,0 +1,79 @@
+// The training loop of a rank, one for every backend: data and Pipe dealing, epochs, the learning rate,
+// metrics, validation, checkpoints and resume, stop requests and the model file. It drives an Engine
+// (runtime/engine.h) for everything that touches the model. Every rank runs it; rank 0 logs and writes.
+#pragma once
+
+#include "job/job_description.h"
+#include "job/rank_environment.h"
+#include "runtime/data/batch_loader.h"
+#include "runtime/engine.h"
+#include "runtime/learning_rate.h"
+#include "runtime/training_data.h"
+#include "runtime/training_settings.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace train {
+
+// Makes the engine the settings ask for (settings.device, settings.precision) for `classes` classes.
+// Throws ConfigError when this build cannot (a CUDA engine in a CPU-only build).
+std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
+                                    MPI_Comm comm, std::chrono::milliseconds timeout);
+
+class Trainer {
+ public:
+  Trainer(const JobDescription& job, const RankIdentity& identity, MPI_Comm comm);
+  ~Trainer();
+
+  // Returns the rank's exit code: 0 when training finished or stopped on request (after its checkpoint).
+  // Throws ConfigError for a job it cannot train, DataError for bad data, MpiError for a broken job.
+  int run();
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  // trainer.cpp: the loop
+  int run_epochs(data::BatchLoader& loader);
+  int run_pipe(data::BatchLoader& loader);
+  bool next_batch(data::BatchLoader& loader, data::Batch& batch);
+  bool train_one_step(const data::Batch& batch, bool padding = false);
+  void log_progress(int64_t epoch);
+  void end_of_epoch(int64_t epoch, bool complete = true);
+  void report_corrupt(int64_t epoch);
+  void validate(int64_t epoch);
+  int stop_with_checkpoint(const data::DataPosition& next);
+  int finish_training();
+  void announce() const;
+  void open_sample_log();
+  void log_samples(const data::Batch& batch, bool padding);
+  std::chrono::milliseconds collective_timeout() const;
+
+  // trainer_state.cpp: what is saved and restored
+  void load_initial_weights();
+  void resume_if_checkpointed();
+  void save_checkpoint(const data::DataPosition& next, const std::string& why);
+  void write_model();
+  nlohmann::json checkpoint_identity() const;
+
+  TrainingSettings settings_;
+  RankIdentity identity_;
+  MPI_Comm comm_;
+  std::chrono::seconds step_timeout_{900}, data_timeout_{600};
+  std::unique_ptr<TrainingData> data_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_log_{nullptr, &std::fclose};
+  data::DataPosition resume_position_;
+  int64_t step_ = 0, steps_at_start_ = 0, steps_per_epoch_ = 1, total_steps_ = 0;
+  int64_t epoch_corrupt_skipped_ = 0;  // this rank's replaced samples in the current epoch's batches
+  LearningRateSchedule schedule_;
+  double last_learning_rate_ = 0;
+  clock::time_point last_log_, start_;
+};
+
+}  // namespace train

@@ -1,0 +1,133 @@
+// The trainer's saved state: the weights it starts from (a `model` channel), the checkpoint it resumes from
+// and writes (model, momentum, step and data position), and the model file at the end. Rank 0 reads and
+// writes the files; every rank holds the same state.
+#include "runtime/trainer.h"
+
+#include "common/config_error.h"
+#include "common/log.h"
+#include "runtime/comm/bounded_collectives.h"
+#include "runtime/comm/mpi_check.h"
+#include "runtime/model/model_state.h"
+#include "runtime/model_io/checkpoint.h"
+#include "runtime/model_io/initial_weights.h"
+#include "runtime/model_io/model_files.h"
+#include "runtime/model_io/safetensors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#ifndef TRAIN_VERSION
+#define TRAIN_VERSION "unknown"
+#endif
+
+namespace train {
+
+namespace {
+
+// Rank 0's checkpoint file, sent to every rank: on several hosts only the master's checkpoint directory
+// holds it (rank 0 writes it there), and all ranks must resume from the same one.
+std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::path& directory, const std::string& source,
+                                                      int rank, MPI_Comm comm) {
+  std::string bytes;
+  int64_t size = -1;
+  if (rank == 0) {
+    if (auto file = model_io::read_checkpoint_file(directory)) {
+      bytes = std::move(*file);
+      size = static_cast<int64_t>(bytes.size());
+    }
+  }
+  MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
+  if (size < 0) return std::nullopt;
+  bytes.resize(static_cast<size_t>(size));
+  constexpr int64_t chunk = int64_t{1} << 30;
+  for (int64_t offset = 0; offset < size; offset += chunk) {
+    int count = static_cast<int>(std::min(chunk, size - offset));
+    MPI_CHECK(MPI_Bcast(bytes.data() + offset, count, MPI_BYTE, 0, comm));
+  }
+  return model_io::parse_checkpoint(bytes, source);
+}
+
+}  // namespace
+
+void Trainer::load_initial_weights() {
+  const auto path = *settings_.weights_dir / std::string(model_io::model_weights_file_name);
+  auto file = model_io::read_safetensors(path.string());
+  auto selected = model_io::select_initial_weights(file, path.string(), expected_tensors(engine_->plan().spec),
+                                                   fmt::format("resnet{}", settings_.depth));
+  engine_->import_model(selected.tensors);
+  if (identity_.rank == 0) {
+    log_info("started from the weights in {}", path.string());
+    for (const auto& note : selected.notes) log_info("{}", note);
+  }
+}
+
+nlohmann::json Trainer::checkpoint_identity() const {
+  return {{"num_layers", settings_.depth},
+          {"num_classes", data_->classes()},
+          {"image_shape", {3, settings_.height, settings_.width}},
+          {"seed", settings_.seed},
+          {"batch_per_rank", settings_.batch_per_rank},
+          {"shuffle", settings_.shuffle},
+          {"data_ranks", settings_.data_ranks}};
+}
+
+void Trainer::resume_if_checkpointed() {
+  const auto source = model_io::checkpoint_path(settings_.checkpoint_dir).string();
+  auto checkpoint = shared_checkpoint(settings_.checkpoint_dir, source, identity_.rank, comm_);
+  if (!checkpoint) return;
+  if (auto refusal = model_io::resume_refusal(checkpoint->state, checkpoint_identity(), source)) {
+    throw ConfigError(*refusal);
+  }
+  if (checkpoint->state.world_size != identity_.size) {
+    throw ConfigError(fmt::format("{} was written by a job of {} ranks and this job has {}; its data position "
+                                  "cannot carry over: remove it to start afresh, or run with {} ranks",
+                                  source, checkpoint->state.world_size, identity_.size, checkpoint->state.world_size));
+  }
+  engine_->import_model(checkpoint->model);
+  engine_->import_momentum(checkpoint->momentum);  // none before the first step
+  step_ = checkpoint->state.step;
+  resume_position_ = data::DataPosition{checkpoint->state.epoch,
+                                        checkpoint->state.step_in_epoch * settings_.batch_per_rank};
+  if (identity_.rank == 0) {
+    log_info("resuming from {}: step {}, epoch {}, batch {} of that epoch", source, step_, checkpoint->state.epoch,
+             checkpoint->state.step_in_epoch);
+  }
+}
+
+void Trainer::save_checkpoint(const data::DataPosition& next, const std::string& why) {
+  if (identity_.rank == 0) {  // every rank holds the same state
+    model_io::CheckpointState state;
+    state.step = step_;
+    state.epoch = next.epoch;
+    state.step_in_epoch = next.index / settings_.batch_per_rank;
+    state.world_size = identity_.size;
+    state.rng_state = fmt::format("seed={} (all randomness derives from the seed and the data position)", settings_.seed);
+    state.identity = checkpoint_identity();
+    state.version = TRAIN_VERSION;
+    const ExportedTensors model = engine_->export_model();
+    const ExportedTensors momentum = engine_->export_momentum();
+    model_io::write_checkpoint(settings_.checkpoint_dir, state, model.views(), momentum.views());
+    log_info("checkpoint written at step {} ({}): {}", step_, why,
+             model_io::checkpoint_path(settings_.checkpoint_dir).string());
+  }
+  bounded_barrier(comm_, collective_timeout(), "the barrier after writing a checkpoint");
+}
+
+void Trainer::write_model() {
+  if (identity_.rank == 0) {
+    model_io::ModelDescription description;
+    description.num_layers = settings_.depth;
+    description.num_classes = data_->classes();
+    const auto& names = data_->class_names();
+    description.classes = names.size() == static_cast<size_t>(data_->classes()) ? names : std::vector<std::string>{};
+    description.input_shape = {3, settings_.height, settings_.width};
+    description.version = TRAIN_VERSION;
+    const ExportedTensors tensors = engine_->export_model();
+    model_io::write_model_files(settings_.model_dir, tensors.views(), description);
+    log_info("model written to {} after {} steps", settings_.model_dir.string(), step_);
+  }
+  bounded_barrier(comm_, collective_timeout(), "the barrier after writing the model");
+}
+
+}  // namespace train

@@ -1,0 +1,264 @@
+#include "runtime/training_data.h"
+
+#include "common/config_error.h"
+#include "common/log.h"
+#include "runtime/comm/bounded_collectives.h"
+#include "runtime/comm/mpi_check.h"
+#include "runtime/data/data_channel.h"
+#include "runtime/data/data_error.h"
+#include "runtime/data/image_folder.h"
+#include "runtime/data/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+
+namespace train {
+
+namespace {
+
+// ImageNet-1k's training set size: synthetic data behaves like an epoch of it.
+constexpr int64_t synthetic_samples = 1281167;
+
+// Record files are indexed by the first rank of each host, and the index is sent to the host's other ranks:
+// indexing reads a TFRecord data set through once, so once per host rather than once per rank. (Per host, not
+// per job: with ShardedByS3Key every host holds other files.) A failure to index fails every rank of the host
+// with the same message.
+data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::RecordIndex()>& build) {
+  MPI_Comm host;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int local_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(host, &local_rank));
+  data::RecordIndex index;
+  std::exception_ptr failure;
+  std::string bytes;  // the serialized index, or the failure's message
+  int64_t header[2] = {0, 0};  // failed, bytes
+  if (local_rank == 0) {
+    try {
+      index = build();
+      bytes = data::serialize_record_index(index);
+    } catch (const std::exception& error) {
+      failure = std::current_exception();
+      bytes = error.what();
+      header[0] = 1;
+    }
+    header[1] = static_cast<int64_t>(bytes.size());
+  }
+  MPI_CHECK(MPI_Bcast(header, 2, MPI_INT64_T, 0, host));
+  bytes.resize(static_cast<size_t>(header[1]));
+  constexpr int64_t chunk = int64_t{1} << 30;
+  for (int64_t offset = 0; offset < header[1]; offset += chunk) {
+    MPI_CHECK(MPI_Bcast(bytes.data() + offset, static_cast<int>(std::min(chunk, header[1] - offset)), MPI_BYTE, 0, host));
+  }
+  MPI_CHECK(MPI_Comm_free(&host));
+  if (failure) std::rethrow_exception(failure);
+  if (header[0] != 0) throw data::DataError(bytes);
+  return local_rank == 0 ? std::move(index) : data::parse_record_index(bytes);
+}
+
+// Corrupt records found while indexing (skip_corrupt=true): every rank indexes the same files, so rank 0 speaks.
+void report_corrupt_at_open(const char* channel, const data::OpenedData& opened, int rank) {
+  if (rank != 0 || opened.corrupt_at_open == 0) return;
+  log_info("{} data: skipped {} corrupt record{} while indexing {}", channel, opened.corrupt_at_open,
+           opened.corrupt_at_open == 1 ? "" : "s", opened.layout.root);
+  for (const auto& note : opened.corrupt_notes) log_info("  skipped: {}", note);
+}
+
+data::ImageFolderOptions image_options(const TrainingSettings& settings) {
+  data::ImageFolderOptions image;
+  image.height = settings.height;
+  image.width = settings.width;
+  image.augmentation = settings.augmentation;
+  return image;
+}
+
+}  // namespace
+
+TrainingData::TrainingData(const TrainingSettings& settings, const RankIdentity& identity, MPI_Comm comm,
+                           std::chrono::milliseconds collective_timeout, std::chrono::milliseconds data_timeout)
+    : settings_(settings), identity_(identity), comm_(comm), collective_timeout_(collective_timeout),
+      data_timeout_(data_timeout) {
+  open_channels();
+}
+
+TrainingData::~TrainingData() = default;
+
+void TrainingData::open_channels() {
+  if (settings_.pipe) {
+    // The stream is read once training starts (open_pipe); its classes are the hyperparameter's.
+    classes_ = *settings_.num_classes;
+    return;
+  }
+  if (settings_.data_format == data::DataFormat::synthetic) {
+    const int classes = settings_.num_classes.value_or(1000);
+    train_source_ = std::make_shared<data::SyntheticSource>(synthetic_samples, classes, settings_.height, settings_.width);
+  } else {
+    // The format is detected per channel (data_channel.h) unless data_format names one.
+    data::DataOptions options;
+    options.image = image_options(settings_);
+    options.tfrecord_label_offset = settings_.tfrecord_label_offset;
+    options.skip_corrupt = settings_.skip_corrupt;
+    options.share_index = [this](const std::function<data::RecordIndex()>& build) {
+      return index_once_per_host(comm_, build);
+    };
+    auto list_dir = [](const std::optional<std::filesystem::path>& dir) {
+      return dir ? std::optional<std::string>(dir->string()) : std::nullopt;
+    };
+    auto training = data::open_channel(settings_.train_dir.string(), list_dir(settings_.train_list_dir),
+                                       settings_.data_format, options);
+    report_corrupt_at_open("training", training, identity_.rank);
+    corrupt_at_open_ = training.corrupt_at_open;
+    class_names_ = training.class_names;
+    train_source_ = std::const_pointer_cast<data::SampleSource>(training.source);
+    if (settings_.validation_dir) {
+      options.image.augmentation = data::Augmentation::none;
+      auto validation = data::open_channel(settings_.validation_dir->string(), list_dir(settings_.validation_list_dir),
+                                           settings_.data_format, options, &training);
+      report_corrupt_at_open("validation", validation, identity_.rank);
+      validation_source_ = std::const_pointer_cast<data::SampleSource>(validation.source);
+    }
+  }
+  classes_ = settings_.num_classes.value_or(train_source_->num_classes());
+  if (train_source_->num_classes() > classes_) {
+    throw ConfigError(fmt::format("hyperparameter `num_classes` is {} but the training data has {} classes; "
+                                  "raise num_classes or leave it out to take it from the data",
+                                  classes_, train_source_->num_classes()));
+  }
+  if (validation_source_ && validation_source_->num_classes() > classes_) {
+    throw ConfigError(fmt::format("the validation data has labels up to {} but the model has {} classes; the "
+                                  "validation labels must be classes of the training data",
+                                  validation_source_->num_classes() - 1, classes_));
+  }
+}
+
+std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataPosition& start) {
+  data::LoaderOptions options;
+  options.batch_size = settings_.batch_per_rank;
+  options.threads = std::max(1, settings_.threads);
+  options.prefetch_batches = 2;
+  options.shuffle = settings_.shuffle;
+  options.seed = settings_.seed;
+  options.rank = settings_.data_rank;
+  options.ranks = settings_.data_ranks;
+  options.epochs = settings_.epochs;
+  options.start = start;
+  options.skip_corrupt = settings_.skip_corrupt;
+  options.min_batch = 2;
+  if (settings_.pipe) {
+    // Every rank reads ceil(N / R) records per epoch when the stream holds num_training_samples = N.
+    options.samples_per_epoch = data::shard_size(*settings_.num_training_samples, identity_.size);
+    return std::make_unique<data::BatchLoader>(open_pipe(start), image_options(settings_), options);
+  }
+  options.samples_per_epoch = common_shard_size();
+  return std::make_unique<data::BatchLoader>(train_source_, options);
+}
+
+std::unique_ptr<data::BatchLoader> TrainingData::open_validation() const {
+  if (!validation_source_) return nullptr;
+  data::LoaderOptions options;
+  options.batch_size = settings_.batch_per_rank;
+  options.threads = std::max(1, settings_.threads);
+  options.shuffle = false;
+  options.rank = identity_.rank;
+  options.ranks = identity_.size;
+  options.epochs = 1;
+  return std::make_unique<data::BatchLoader>(validation_source_, options);
+}
+
+int64_t TrainingData::validation_samples() const { return validation_source_ ? validation_source_->size() : 0; }
+
+// Samples every rank reads per epoch. With FullyReplicated every rank shards the same data: ceil(n / R).
+// With ShardedByS3Key each host shards its own files over its ranks, and hosts may hold different numbers
+// of samples: every rank then reads as many as a rank of the fullest host (the others repeat samples from
+// the start of their epoch order), so that all ranks run the same number of steps.
+int64_t TrainingData::common_shard_size() {
+  const int64_t mine = data::shard_size(train_source_->size(), settings_.data_ranks);
+  // [0]: the largest share; [1]: the job's samples (each host's first rank counts its host's).
+  int64_t numbers[2] = {mine, settings_.sharded ? (identity_.local_rank == 0 ? train_source_->size() : 0)
+                                                : (identity_.rank == 0 ? train_source_->size() : 0)};
+  bounded_allreduce(&numbers[0], 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the largest data share");
+  bounded_allreduce(&numbers[1], 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout_, "the job's sample count");
+  const int64_t most = numbers[0], total = numbers[1];
+  if (most != mine && identity_.local_rank == 0) {
+    log_info("ShardedByS3Key: this host holds {} samples ({} per rank per epoch) and the fullest host {} per rank; "
+             "this host's ranks repeat samples from the start of each epoch to keep step",
+             train_source_->size(), mine, most);
+  }
+  if (identity_.rank == 0 && settings_.num_training_samples && *settings_.num_training_samples != total) {
+    log_info("note: hyperparameter num_training_samples is {} but the training data holds {} samples; training "
+             "uses the data's count",
+             *settings_.num_training_samples, total);
+  }
+  return most;
+}
+
+// Pipe mode: the host's first rank starts the reader of the channel's FIFOs (PipeDealer) and tells the
+// host's ranks where to connect; every rank then receives its own records. Records are dealt over all the
+// job's ranks (FullyReplicated: every host streams the same data) or over the host's (ShardedByS3Key).
+std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPosition& start) {
+  MPI_Comm host;
+  MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int local_rank = 0, local_size = 1;
+  MPI_CHECK(MPI_Comm_rank(host, &local_rank));
+  MPI_CHECK(MPI_Comm_size(host, &local_size));
+  int mine = settings_.data_rank;
+  std::vector<int> deal_rank_of(static_cast<size_t>(local_size));
+  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, deal_rank_of.data(), 1, MPI_INT, host));
+  std::string message;  // the rendezvous name, or why the reader could not start
+  int64_t header[2] = {0, 0};  // failed, bytes
+  if (local_rank == 0) {
+    try {
+      data::PipeDealerOptions options;
+      options.fifo_prefix = settings_.pipe_fifo_prefix.string();
+      options.first_epoch = start.epoch;
+      options.epochs = settings_.epochs;
+      options.first_epoch_skip = start.index;
+      options.deal_ranks = settings_.data_ranks;
+      options.deal_rank_of = deal_rank_of;
+      options.batch_size = settings_.batch_per_rank;
+      if (settings_.data_format == data::DataFormat::tfrecord) options.records.format = data::RecordFormat::tfrecord;
+      if (settings_.data_format == data::DataFormat::recordio) options.records.format = data::RecordFormat::recordio;
+      options.records.unwrap_recordio = settings_.pipe_unwrap_recordio;
+      options.records.tfrecord_label_offset = settings_.tfrecord_label_offset;
+      options.records.skip_corrupt = settings_.skip_corrupt;
+      options.records.num_classes = classes_;
+      options.timeout = data_timeout_;
+      data::PipeRendezvous rendezvous = data::listen_for_ranks(local_size);
+      message = rendezvous.name;
+      pipe_dealer_ = std::make_unique<data::PipeDealer>(std::move(rendezvous), std::move(options));
+    } catch (const std::exception& error) {
+      message = error.what();
+      header[0] = 1;
+    }
+    header[1] = static_cast<int64_t>(message.size());
+  }
+  MPI_CHECK(MPI_Bcast(header, 2, MPI_INT64_T, 0, host));
+  message.resize(static_cast<size_t>(header[1]));
+  MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(header[1]), MPI_CHAR, 0, host));
+  MPI_CHECK(MPI_Comm_free(&host));
+  if (header[0] != 0) throw data::DataError(message);
+  pipe_feed_ = std::make_shared<data::PipeFeed>(message, local_rank, settings_.pipe_channel, data_timeout_);
+  return pipe_feed_;
+}
+
+int64_t TrainingData::corrupt_streamed(int64_t epoch) const {
+  // Counted by each host's reader: once for the job when every host streams the same data (FullyReplicated),
+  // once per host when each streams its own part.
+  if (pipe_feed_ && (identity_.rank == 0 || (settings_.sharded && identity_.local_rank == 0))) {
+    return pipe_feed_->corrupt_in_epoch(epoch);
+  }
+  return 0;
+}
+
+std::string TrainingData::describe() const {
+  if (!settings_.pipe) return train_source_->describe();
+  return fmt::format("Pipe-mode channel {} (FIFOs {}_N, one per epoch; {} records per epoch expected; dealt over {} "
+                     "rank{}{}), {} classes, augmentation {}, input {}x{}",
+                     settings_.pipe_channel, settings_.pipe_fifo_prefix.string(), *settings_.num_training_samples,
+                     settings_.data_ranks, settings_.data_ranks == 1 ? "" : "s",
+                     settings_.sharded ? " per host, ShardedByS3Key" : "", classes_,
+                     data::augmentation_name(settings_.augmentation), settings_.height, settings_.width);
+}
+
+}  // namespace train
