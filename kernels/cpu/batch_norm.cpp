@@ -5,6 +5,9 @@
 // fixed blocks of rows combined in block order (cpu::blocked_column_sums), so they do not depend on the
 // thread count. The elementwise passes run over rows in parallel with channels contiguous.
 //
+// Compiled with -ffp-contract=off (kernels/CMakeLists.txt): every product and sum is rounded on its own, as
+// the CUDA twins round them where it matters (the backward's dx, a near-cancellation with few rows).
+//
 // The fused variants (ReLU after the normalisation, optionally after a residual add; the ReLU mask in the
 // backward pass) do the very operations of the unfused sequence in the same order, in one pass over memory
 // instead of two or three, so they are bit-identical to it.
