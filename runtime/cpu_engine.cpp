@@ -59,13 +59,7 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
       batch.images.data(), batch.labels.data(), batch.size, static_cast<float>(settings_.label_smoothing),
       gradient_scale_, [&](int p) { reducer_.tensor_ready(p); }, [&] { reducer_.progress(); });
   reducer_.finish();
-  ops::SgdOptions options;
-  options.lr = learning_rate;
-  options.momentum = settings_.momentum;
-  options.weight_decay = settings_.weight_decay;
-  options.nesterov = settings_.optimizer == Optimizer::nag;
-  options.lars = settings_.optimizer == Optimizer::lars;
-  ops::sgd_step<float>(sgd_tensors_, options);
+  ops::sgd_step<float>(sgd_tensors_, optimizer_options(settings_, learning_rate));
 
   totals_.loss += result.loss * batch.size;
   totals_.images += batch.size;

@@ -3,6 +3,9 @@
 
 #include "common/config_error.h"
 #include "runtime/cpu_engine.h"
+#if TRAIN_WITH_CUDA
+#include "runtime/cuda_engine.h"
+#endif
 
 namespace train {
 
@@ -11,8 +14,13 @@ std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classe
   if (settings.device == Device::cpu) {
     return std::make_unique<CpuEngine>(settings, classes, identity, comm, timeout);
   }
-  throw ConfigError("this build of train trains on the CPU only (the GPU path is not built yet); set the "
-                    "hyperparameter device=cpu to train on this GPU host's CPUs");
+#if TRAIN_WITH_CUDA
+  return make_cuda_engine(settings, classes, identity, comm, timeout);
+#else
+  // The job description resolves device=cuda to a GPU only when this binary can use one: not reached.
+  throw ConfigError("this train binary was built without CUDA and cannot train on a GPU; use the CUDA image, or "
+                    "set the hyperparameter device=cpu");
+#endif
 }
 
 }  // namespace train

@@ -69,10 +69,12 @@ int run_rank_checked() {
 
   std::string device;
   if (job.device == "cuda") {
+    // The launcher refuses processes_per_host above the GPU count; custom_mpi_options can still place more.
     if (identity.local_size > job.resources.gpus) {
-      throw std::runtime_error(fmt::format("rank {}: host {} runs {} ranks but has {} GPUs; each rank needs its own",
-                                           identity.rank, job.cluster.current_host, identity.local_size,
-                                           job.resources.gpus));
+      throw ConfigError(fmt::format("rank {}: host {} runs {} ranks but has {} GPU{}; each rank needs its own: "
+                                    "set processes_per_host to at most {} (or leave it out: one rank per GPU)",
+                                    identity.rank, job.cluster.current_host, identity.local_size,
+                                    job.resources.gpus, job.resources.gpus == 1 ? "" : "s", job.resources.gpus));
     }
     device = pin_gpu(identity.local_rank);
     use_pinned_host_memory();
@@ -83,10 +85,6 @@ int run_rank_checked() {
   write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
                             identity.local_rank, identity.local_size, job.cluster.current_host, device));
   check_allreduce(identity);
-  if (job.device == "cuda") {
-    throw ConfigError("this build of train trains on the CPU only (the GPU path is not built yet); set the "
-                      "hyperparameter device=cpu to train on this GPU host's CPUs");
-  }
   int code = Trainer(job, identity, MPI_COMM_WORLD).run();
   MPI_CHECK(MPI_Finalize());
   return code;

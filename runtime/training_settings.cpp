@@ -143,6 +143,16 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   return settings;
 }
 
+ops::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate) {
+  ops::SgdOptions options;
+  options.lr = learning_rate;
+  options.momentum = settings.momentum;
+  options.weight_decay = settings.weight_decay;
+  options.nesterov = settings.optimizer == Optimizer::nag;
+  options.lars = settings.optimizer == Optimizer::lars;
+  return options;
+}
+
 LearningRateSchedule make_schedule(const TrainingSettings& settings, int64_t steps_per_epoch, int64_t total_steps) {
   LearningRateSchedule schedule;
   schedule.peak = scaled_peak_learning_rate(settings.learning_rate, settings.global_batch);

@@ -5,6 +5,7 @@
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
+#include "kernels/ops.h"
 #include "runtime/data/data_channel.h"
 #include "runtime/data/transform.h"
 #include "runtime/learning_rate.h"
@@ -73,6 +74,9 @@ struct TrainingSettings {
 
 // Throws ConfigError for what the job asks but this build cannot do (with what to do instead).
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
+
+// The optimizer's settings for one step at `learning_rate` (both engines' SGD, momentum, Nesterov, LARS).
+ops::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate);
 
 // The learning-rate schedule once the data's size is known.
 LearningRateSchedule make_schedule(const TrainingSettings& settings, int64_t steps_per_epoch, int64_t total_steps);

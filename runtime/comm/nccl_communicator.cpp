@@ -39,6 +39,12 @@ void NcclCommunicator::wait_ready(std::chrono::milliseconds timeout, const char*
   }
 }
 
+void NcclCommunicator::abort() {
+  if (comm_ == nullptr) return;
+  ncclCommAbort(comm_);  // its result cannot help: the communicator is being given up
+  comm_ = nullptr;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
   // Finalising flushes pending work and needs every peer; a communicator in error, or whose peers do not

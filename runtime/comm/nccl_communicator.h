@@ -23,6 +23,9 @@ class NcclCommunicator {
   // Waits (bounded) until the communicator has finished its pending work or failed: for non-blocking
   // communicators NCCL calls may return ncclInProgress.
   void wait_ready(std::chrono::milliseconds timeout, const char* what) const;
+  // Aborts every operation still queued (a peer gone, a stream that never drains) and frees the
+  // communicator without waiting for anyone; the destructor then has nothing to do.
+  void abort();
 
  private:
   ncclComm_t comm_ = nullptr;

@@ -41,7 +41,14 @@ float bf16_to_float(std::uint16_t bits) {
 template <typename T>
 void* GpuResNet<T>::allocate(size_t bytes) {
   void* pointer = nullptr;
-  TRAIN_CUDA_CHECK(cudaMalloc(&pointer, bytes == 0 ? 1 : bytes));
+  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear it: the caller reports and the process goes on to exit cleanly
+    throw DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
+                                        static_cast<double>(bytes) / (1 << 30),
+                                        static_cast<double>(device_bytes_) / (1 << 30)));
+  }
+  TRAIN_CUDA_CHECK(status);
   memory_.emplace_back(pointer);
   device_bytes_ += bytes;
   return pointer;
@@ -64,6 +71,7 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
   buffers_ = static_cast<float*>(allocate(sizeof(float) * p.float_buffer_elements));
   loss_ = static_cast<float*>(allocate(sizeof(float)));
   correct_ = static_cast<std::int32_t*>(allocate(sizeof(std::int32_t)));
+  totals_ = static_cast<double*>(allocate(sizeof(double) * 3));
 
   layer_storage_.resize(p.layers.size());
   for (size_t l = 0; l < p.layers.size(); ++l) {
@@ -102,6 +110,7 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
   TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameters, stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(loss_, 0, sizeof(float), stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(correct_, 0, sizeof(std::int32_t), stream));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof(double) * 3, stream));
   std::vector<float> initial_buffers(p.float_buffer_elements, 0.0f);
   for (size_t i = 0; i < p.spec.tensors.size(); ++i) {
     const auto& tensor = p.spec.tensors[i];
@@ -234,8 +243,6 @@ void GpuResNet<T>::upload_state(const HostModelState& state) {
   upload_parameters(state.parameters);
   copy_to_device(buffers_, state.float_buffers.data(), sizeof(float) * state.float_buffers.size());
   this->tracked_ = state.tracked;
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameter_elements(), context_.stream()));
-  TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
 }
 
 template <typename T>
@@ -395,6 +402,7 @@ typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::train_step(const T* images
   detail::count_top1<T>(stream, batch, classes, logits, labels, correct_);
   T* dlogits = this->begin_backward();
   cuda::softmax_cross_entropy<T>(context_, batch, classes, logits, labels, label_smoothing, loss_, dlogits);
+  detail::accumulate_totals(stream, loss_, correct_, batch, totals_);
   if (gradient_scale != 1.0f) detail::scale_values<T>(stream, int64_t{batch} * classes, dlogits, gradient_scale);
   this->backward(on_gradient, between_layers);
   return DeviceStepResult{loss_, correct_};
@@ -408,6 +416,14 @@ typename GpuResNet<T>::StepResult GpuResNet<T>::read_step_result() {
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost, context_.stream()));
   TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
   return StepResult{loss, correct};
+}
+
+template <typename T>
+typename GpuResNet<T>::Totals GpuResNet<T>::take_totals() {
+  double sums[3];
+  copy_to_host(sums, totals_, sizeof sums);
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof sums, context_.stream()));
+  return Totals{sums[0], sums[1], sums[2]};
 }
 
 template <typename T>

@@ -43,9 +43,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 namespace train::gpu {
+
+// The GPU has too little memory for what was asked (the model at its largest batch).
+class DeviceOutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 namespace detail {
 struct DeviceFree {
@@ -69,8 +76,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   GpuResNet& operator=(const GpuResNet&) = delete;
 
   // ---- state transfer (synchronise the stream) -------------------------------------------------------
-  // Parameters, BN running statistics and counters, in the plan's host layout; upload_state zeroes the
-  // momentum buffers.
+  // Parameters, BN running statistics and counters, in the plan's host layout (momentum untouched).
   void upload_state(const HostModelState& state);
   HostModelState download_state() const;  // the fp32 master weights
   // The whole model state in torchvision's names and shapes (conv OIHW), from the fp32 master weights.
@@ -109,6 +115,12 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
                               const std::function<void()>& between_layers = {});
   // Waits for the compute stream and reads the last step's loss and hits.
   StepResult read_step_result();
+  // The sums of every train_step since the last call, kept on the device: {loss x images, images, hits}.
+  // Waits for the compute stream (callers that must not wait without a bound wait for it first).
+  struct Totals {
+    double loss = 0, images = 0, correct = 0;
+  };
+  Totals take_totals();
   // Forward in inference mode (running statistics) into device logits [batch][classes] in T.
   void infer(const T* images, int batch, T* logits);
   // One optimizer step over every parameter (ops::cuda::sgd_step, multi-tensor): fp32 master weights and
@@ -165,6 +177,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   float* bn_gradient_scratch_ = nullptr;  // bf16 only: dgamma, dbeta in fp32 before the cast
   float* loss_ = nullptr;
   std::int32_t* correct_ = nullptr;
+  double* totals_ = nullptr;  // accumulate_totals' sums since take_totals()
   struct LayerStorage {
     float* save_mean = nullptr;  // BN
     float* save_invstd = nullptr;

@@ -1,5 +1,5 @@
 #pragma once
-// runtime/gpu/gpu_resnet_kernels.h (internal to GpuResNet): the two small kernels a training step needs
+// runtime/model/gpu_resnet_kernels.h (internal to GpuResNet): the small kernels a training step needs
 // that kernels/cuda/ops_cuda.h has no op for. Both enqueue on `stream` and never synchronise the host.
 // T is float or __nv_bfloat16. Plain C++17 (the .cu is compiled in runtime/, where nvcc runs C++17).
 
@@ -20,5 +20,9 @@ void scale_values(cudaStream_t stream, std::int64_t count, T* values, float scal
 template <typename T>
 void count_top1(cudaStream_t stream, int n, int classes, const T* logits, const std::int32_t* labels,
                 std::int32_t* hits);
+
+// totals[0] += *loss * n, totals[1] += n, totals[2] += *hits: a step's sums kept on the device until the
+// host reads them at a log line. One thread: no atomics, the same sums every run.
+void accumulate_totals(cudaStream_t stream, const float* loss, const std::int32_t* hits, int n, double* totals);
 
 }  // namespace train::gpu::detail

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Both build variants exist and are what they claim: build/train has the CUDA backend when a CUDA
 # toolkit is installed, build-cpu/train never has it, and neither loads libstdc++, libgcc_s, fmt or the
-# CUDA runtime dynamically. The CPU-only binary also runs a real 2-rank job.
+# CUDA runtime dynamically. The CUDA variant loads the GPU trainer's libraries (cuDNN, cuBLAS and, through it,
+# cuBLASLt, NCCL: the CUDA image carries them); the CPU variant none. The CPU-only binary also runs a real
+# 2-rank job.
 set -euo pipefail
 main_binary="$1"
 cpu_binary="$2"
@@ -22,14 +24,25 @@ fi
 if "$cpu_binary" --version | grep -q "CUDA backend: not built"; then pass "build-cpu/train is CPU-only"
 else fail "build-cpu/train says: $("$cpu_binary" --version)"; fi
 
+gpu_libraries="libcudnn.so.9 libcublas.so.13 libnccl.so.2"  # cuBLASLt comes with cuBLAS
 for binary in "$main_binary" "$cpu_binary"; do
   # The binary's own dependencies (NEEDED), not ldd's closure: system libraries such as OpenBLAS bring
   # libgcc_s with them, which is theirs, not ours.
   libraries=$(readelf -d "$binary" | grep NEEDED)
-  for unwanted in libstdc++ libgcc_s libfmt libcudart libcuda.so libnccl libcublas libcudnn; do
+  for unwanted in libstdc++ libgcc_s libfmt libcudart libcuda.so; do
     if grep -q "$unwanted" <<<"$libraries"; then fail "$binary loads $unwanted dynamically"; fi
   done
   pass "$binary links libstdc++, libgcc, fmt and the CUDA runtime statically"
+  if "$binary" --version | grep -q "CUDA backend: built in"; then
+    for library in $gpu_libraries; do
+      if grep -q "\[$library\]" <<<"$libraries"; then pass "$binary loads $library (the GPU trainer)"
+      else fail "$binary (CUDA backend) does not load $library: the CUDA engine is missing"; fi
+    done
+  else
+    for library in libnccl libcublas libcudnn; do
+      if grep -q "$library" <<<"$libraries"; then fail "$binary (CPU-only) loads $library"; fi
+    done
+  fi
 done
 if ldd "$cpu_binary" | grep -qi cuda; then fail "build-cpu/train loads a CUDA library"; fi
 

@@ -515,6 +515,33 @@ class OneHostLaunch(LaunchTestCase):
         self.assertEqual([name for name in os.listdir(self.work) if name.startswith("rank-started")], [])
         self.assert_nothing_left()
 
+    def test_device_cuda_without_a_gpu_exits_65_before_any_rank(self):
+        # No GPU visible (CUDA_VISIBLE_DEVICES empty hides any this machine has): refused by the launcher
+        # with the reason, in seconds, before mpirun starts a rank.
+        self.write_job(hyperparameters={"device": "cuda", "data_format": "synthetic", "num_classes": "10",
+                                        "num_layers": "18", "image_shape": "3,16,16", "max_steps": "1"})
+        self.start([], extra_env={"CUDA_VISIBLE_DEVICES": ""})
+        code = self.finish(timeout=30)
+        self.assert_exit_code(code, 65)
+        lines = self.failure_lines()
+        self.assertTrue(lines[0].startswith("The job description is invalid:"), lines[0])
+        self.assertIn('hyperparameter `device` is "cuda" but this host has no usable GPU', lines[0])
+        self.assertIn("use device=auto or device=cpu", "\n".join(lines))
+        self.assertNotIn("[rank ", self.stdout_text(), "a rank started although the job was refused")
+        self.assert_nothing_left()
+
+    def test_device_auto_without_a_gpu_trains_on_the_cpu(self):
+        self.write_job(hyperparameters={"processes_per_host": "2", "data_format": "synthetic", "num_classes": "10",
+                                        "num_layers": "18", "image_shape": "3,16,16", "mini_batch_size": "4",
+                                        "max_steps": "1", "checkpoint_frequency": "0"})
+        code = self.run_train([], extra_env={"CUDA_VISIBLE_DEVICES": ""})
+        self.assert_exit_code(code, 0)
+        lines = self.rank_lines(self.stdout_text())
+        first = next(text for rank, text in lines if rank == 0)
+        self.assertRegex(first, r"^rank 0 of 2 \(local rank 0 of 2\) on host algo-1: device cpu \(\d+ threads?\)$")
+        self.assertIn("engine: cpu (", self.stdout_text() + self.stderr_text())
+        self.assert_nothing_left()
+
     def test_orphan_of_mpirun_is_ended_before_train_exits(self):
         # mpirun (through a wrapper named by TRAIN_MPIRUN) leaves a process of its own session behind;
         # it is re-parented to train, which ends it before it exits.
