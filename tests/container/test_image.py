@@ -1,6 +1,7 @@
 """The image users run, built and run for real: docker/Dockerfile built with Podman on a Debian base made
 here (no registry can be reached: debootstrap, then `podman import`; docs/architecture.md, "Containers on a machine without Docker"), for both stages, then
 
+- `ldd /usr/local/bin/train` in the image: every library train loads is there;
 - a one-host SageMaker job started as SageMaker starts it (`podman run ... IMAGE train`, a host directory at
   /opt/ml): exit 0, the model files and output/success;
 - a job with a bad hyperparameter: exit 65 and output/failure's first line naming the problem;
@@ -131,6 +132,15 @@ class ImageTest(unittest.TestCase):
         self.assertIn("num_layers", first_line)
         self.assertFalse(os.path.exists(os.path.join(opt_ml, "output", "success")))
         self.assertFalse(os.path.exists(os.path.join(opt_ml, "model", "model.safetensors")))
+
+    def test_0_train_finds_every_library_it_loads(self):
+        # The runtime stage installs what the build stage's ldd named; nothing train loads may be missing.
+        result = self.session.run_container(self.session.name("ldd"), ["--pull=never", "--entrypoint", "ldd"],
+                                            self.image, ["/usr/local/bin/train"], timeout=120)
+        log(f"ldd /usr/local/bin/train in the image:\n{result.stdout.strip()}")
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertNotIn("not found", result.stdout)
+        self.assertIn("libmpi", result.stdout)
 
     def test_3_two_containers_run_one_job(self):
         hosts = ["algo-1", "algo-2"]

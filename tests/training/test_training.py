@@ -13,7 +13,6 @@ Run: /usr/bin/python3 test_training.py --train PATH --model-check PATH
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import unittest
 import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
 from safetensors_numpy import read_safetensors, write_safetensors  # noqa: E402
+from stop_at_step import stop_at_step  # noqa: E402
 import torch
 import torchvision
 
@@ -85,22 +85,9 @@ class Training(unittest.TestCase):
         make_job(base, SYNTHETIC)
         process = subprocess.Popen([TRAIN], env=environment(base), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True)
-        seen = []
-        try:
-            deadline = time.monotonic() + 300
-            for line in process.stdout:
-                seen.append(line)
-                if "step=4 " in line:
-                    process.send_signal(signal.SIGTERM)
-                    break
-                self.assertLess(time.monotonic(), deadline, "no step=4 line within 300 s")
-            seen.extend(process.stdout.readlines())
-            code = process.wait(timeout=150)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        code, seen, found = stop_at_step(process, 4, timeout=300)
         output = "".join(seen)
+        self.assertTrue(found, f"no step=4 line within 300 s\n{output}")
         self.assertEqual(code, 143, output)
         stopped = [line for line in seen if "stopped at step" in line]
         self.assertTrue(stopped, output)

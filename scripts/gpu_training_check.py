@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""`train` itself on a GPU: a real job with device=cuda against the same job on the CPU, stop and resume on
+the GPU, and the GPU's model file in torchvision. Run by scripts/gpu_check.sh on a machine with a GPU.
+
+    python3 scripts/gpu_training_check.py --data FASHION [--train CMD] [--infer CMD] [--work DIR]
+
+FASHION is a Fashion-MNIST image folder (train/ and validation/, as scripts/make_fashion_mnist_folder.py
+writes it) or a .tgz of one. --train runs `train` (default build/train; on a bundle machine
+"bash .gpu-bundle/gpu-bundle-run.sh train"); --infer runs tests/gpu/gpu_infer likewise. The checks:
+  accuracy   ResNet-18 at 28x28, 1 rank, batch 128, 4 epochs (a few hundred steps), device=cuda (bf16) and
+             device=cpu on the same data and hyperparameters: both validation top-1 printed, within 2 points;
+  resume     the same GPU job stopped by SIGTERM at step 40 and restarted: model.safetensors bytes equal to
+             the uninterrupted GPU run's (deterministic cuDNN algorithms, no float atomics);
+  torchvision the GPU run's model.safetensors loads strictly into torchvision.models.resnet18(num_classes=10),
+             whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance.
+Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any failed.
+
+--device cpu runs the same checks with the CPU standing in for the GPU (a test of this script on a machine
+without one: --infer "build/tests/model/model_check infer", a small --data).
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from stop_at_step import stop_at_step  # noqa: E402
+
+JOB = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "128", "processes_per_host": "1",
+       "epochs": "4", "learning_rate": "0.2", "warmup_epochs": "0.5", "augmentation_type": "none", "seed": "5",
+       "checkpoint_frequency": "1"}
+STOP_AT = 40
+
+
+def report(name, passed, detail):
+    print(f"CHECK|{name}|{'PASS' if passed else 'FAIL'}|{detail}", flush=True)
+    return passed
+
+
+def make_job(base, data, hyperparameters):
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(os.path.join(base, "input", "config"))
+    os.makedirs(os.path.join(base, "input", "data"))
+    with open(os.path.join(base, "input", "config", "hyperparameters.json"), "w") as f:
+        json.dump(hyperparameters, f)
+    with open(os.path.join(base, "input", "config", "inputdataconfig.json"), "w") as f:
+        json.dump({"train": {"TrainingInputMode": "File"}, "validation": {"TrainingInputMode": "File"}}, f)
+    for channel in ("train", "validation"):
+        os.symlink(os.path.join(data, channel), os.path.join(base, "input", "data", channel))
+
+
+def start_train(command, base):
+    env = dict(os.environ, SAGEMAKER_BASE_DIR=base)
+    return subprocess.Popen(shlex.split(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def run_train(command, base, log, timeout=1800):
+    process = start_train(command, base)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        output += f"\n(killed after {timeout} s)"
+    with open(log, "w") as f:
+        f.write(output)
+    return process.returncode, output
+
+
+def last_top1(output):
+    found = re.findall(r"validation_top1=([0-9.]+)", output)
+    return float(found[-1]) if found else None
+
+
+def model_bytes(base):
+    path = os.path.join(base, "model", "model.safetensors")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def check_accuracy(args, data, work):
+    results = {}
+    for device in (args.device, "cpu"):
+        base = os.path.join(work, f"fashion-{device}")
+        make_job(base, data, dict(JOB, device=device))
+        started = time.monotonic()
+        code, output = run_train(args.train, base, os.path.join(work, f"fashion-{device}.log"))
+        seconds = time.monotonic() - started
+        first = next((line for line in output.splitlines() if "device " in line and "rank 0 of" in line), "")
+        results[device] = (code, last_top1(output), seconds, first.split("] ")[-1], output)
+    gpu, cpu = results[args.device], results["cpu"]
+    detail = (f"GPU top-1 {gpu[1]} ({gpu[2]:.0f} s, exit {gpu[0]}; {gpu[3]}), CPU top-1 {cpu[1]} "
+              f"({cpu[2]:.0f} s, exit {cpu[0]})")
+    passed = (gpu[0] == 0 and cpu[0] == 0 and gpu[1] is not None and cpu[1] is not None and
+              abs(gpu[1] - cpu[1]) <= 0.02 and f"device {args.device}" in gpu[3])
+    if gpu[0] != 0:
+        detail += " | GPU log tail: " + " / ".join(gpu[4].splitlines()[-5:])
+    passed = report("train device=cuda vs device=cpu, Fashion-MNIST validation top-1 (within 2 points)", passed,
+                    detail)
+    return passed, os.path.join(work, f"fashion-{args.device}")
+
+
+def check_resume(args, data, work, reference):
+    base = os.path.join(work, f"resume-{args.device}")
+    make_job(base, data, dict(JOB, device=args.device))
+    code, seen, _ = stop_at_step(start_train(args.train, base), STOP_AT, timeout=900, exit_timeout=300)
+    stop_step = None
+    stopped = [line for line in seen if "stopped at step" in line]
+    if stopped:
+        stop_step = int(stopped[0].split("stopped at step ")[1].split()[0])
+    code2, output2 = run_train(args.train, base, os.path.join(work, f"resume-{args.device}.log"))
+    resumed, uninterrupted = model_bytes(base), model_bytes(reference)
+    same = resumed is not None and resumed == uninterrupted
+    return report("SIGTERM on the GPU, restart: model.safetensors bit-identical to the uninterrupted GPU run",
+           code == 143 and stop_step is not None and code2 == 0 and "resuming from" in output2 and same,
+           f"first run exit {code}, stopped at step {stop_step}; restart exit {code2}; model bytes "
+           f"{'equal' if same else 'DIFFERENT' if resumed else 'missing'}")
+
+
+def check_torchvision(args, work, reference):
+    import numpy as np
+    import torch
+    import torchvision
+    from safetensors_numpy import read_safetensors, write_safetensors
+
+    model_path = os.path.join(reference, "model", "model.safetensors")
+    rng = np.random.default_rng(11)
+    images = rng.standard_normal((64, 28, 28, 3)).astype(np.float32)
+    images_path = os.path.join(work, "images.safetensors")
+    logits_path = os.path.join(work, "train-logits.safetensors")
+    write_safetensors(images_path, {"images": images})
+    precision = ["bf16"] if args.device == "cuda" else []
+    result = subprocess.run(shlex.split(args.infer) + ["18", "10", model_path, images_path, logits_path] + precision,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if result.returncode != 0:
+        return report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
+                      f"gpu_infer exited {result.returncode}: {result.stdout[-500:]}")
+    produced = read_safetensors(logits_path)
+    ours = produced.get("logits", produced.get("eval_logits")).astype(np.float64)
+    model = torchvision.models.resnet18(num_classes=10)
+    state = {name: torch.from_numpy(np.array(value)) for name, value in read_safetensors(model_path).items()}
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()).double().numpy()
+    rel_l2 = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
+    cosine = float((ours * theirs).sum() / (np.linalg.norm(ours) * np.linalg.norm(theirs)))
+    agree = float((ours.argmax(1) == theirs.argmax(1)).mean())
+    return report("the GPU model file in torchvision: logits equal to train's GPU inference (bf16 tolerance)",
+           rel_l2 < 2e-2 and cosine > 0.999 and agree >= 0.95,
+           f"strict load ok; rel L2 {rel_l2:.2e} (< 2e-2), cosine {cosine:.6f} (> 0.999), top-1 agreement "
+           f"{agree:.3f} (>= 0.95) on 64 images")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--train", default=os.path.join(ROOT, "build", "train"))
+    parser.add_argument("--infer", default=os.path.join(ROOT, "build", "tests", "gpu", "gpu_infer"))
+    parser.add_argument("--work", default=None)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="the device under test")
+    args = parser.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="gpu-training-check-")
+    os.makedirs(work, exist_ok=True)
+    data = args.data
+    if data.endswith((".tgz", ".tar.gz")):
+        with tarfile.open(data) as archive:
+            archive.extractall(os.path.join(work, "data"))
+        roots = [os.path.join(work, "data", d) for d in os.listdir(os.path.join(work, "data"))]
+        data = roots[0] if len(roots) == 1 and os.path.isdir(os.path.join(roots[0], "train")) else os.path.join(work, "data")
+    data = os.path.abspath(data)
+    accurate, reference = check_accuracy(args, data, work)
+    results = [accurate, check_resume(args, data, work, reference)]
+    try:
+        results.append(check_torchvision(args, work, reference))
+    except Exception as error:  # noqa: BLE001 - a missing PyTorch or file is a failed check, reported
+        results.append(report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
+                              repr(error)[:300]))
+    print(f"logs and jobs: {work}", flush=True)
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

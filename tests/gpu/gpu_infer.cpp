@@ -1,0 +1,114 @@
+// tests/gpu/gpu_infer.cpp: inference of a model file on the GPU, with the code `train` runs for validation
+// (GpuResNet::infer over the plan's storage, weights imported as the trainer imports them), so that a
+// script can compare its logits with torchvision's on the same file and images (scripts/gpu_training_check.py).
+//
+//   gpu_infer DEPTH CLASSES MODEL.safetensors IMAGES.safetensors OUT.safetensors [bf16|fp32]
+//
+// IMAGES holds "images" [N, H, W, 3] float32 (NHWC, normalised as train normalises); OUT gets "logits"
+// [N, CLASSES] float32. Exit 0 on success, 1 on an error (printed), 2 when no GPU is visible.
+#include "runtime/comm/gradient_buckets.h"
+#include "runtime/model/gpu_resnet.h"
+#include "runtime/model/model_state.h"
+#include "runtime/model/resnet_plan.h"
+#include "runtime/model_io/safetensors.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using train::ops::cuda::bf16;
+
+void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", call, cudaGetErrorString(status)));
+}
+
+template <typename T>
+std::vector<float> infer(int depth, int classes, const train::model_io::SafetensorsFile& model,
+                         const train::model_io::Tensor& images) {
+  const int n = static_cast<int>(images.shape[0]);
+  const int h = static_cast<int>(images.shape[1]);
+  const int w = static_cast<int>(images.shape[2]);
+  train::ResNetPlan plan = train::plan_resnet(train::build_resnet_spec(depth, classes), std::max(n, 2), h, w);
+  train::HostModelState state{std::vector<float>(plan.parameter_elements),
+                              std::vector<float>(plan.float_buffer_elements),
+                              std::vector<int64_t>(plan.tracked_buffers)};
+  train::initialize_resnet(plan, 0, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+  train::import_model_state(plan, model.tensors, state.parameters.data(), state.float_buffers.data(),
+                            state.tracked.data());
+
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(classes));
+  {
+    train::ops::cuda::Context context(stream);
+    train::BucketPlan buckets = train::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+    train::gpu::GpuResNet<T> gpu(plan, buckets, context);
+    gpu.upload_state(state);
+    const std::vector<float> pixels = images.to_float();
+    auto device_array = [](size_t bytes) {
+      void* pointer = nullptr;
+      check(cudaMalloc(&pointer, bytes), "cudaMalloc");
+      return train::gpu::detail::DeviceMemory(pointer);
+    };
+    auto pixel_memory = device_array(sizeof(float) * pixels.size());
+    auto image_memory = device_array(sizeof(T) * pixels.size());
+    auto logit_memory = device_array(sizeof(T) * logits.size());
+    auto float_logit_memory = device_array(sizeof(float) * logits.size());
+    auto* device_pixels = static_cast<float*>(pixel_memory.get());
+    auto* device_images = static_cast<T*>(image_memory.get());
+    auto* device_logits = static_cast<T*>(logit_memory.get());
+    auto* float_logits = static_cast<float*>(float_logit_memory.get());
+    check(cudaMemcpyAsync(device_pixels, pixels.data(), sizeof(float) * pixels.size(), cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync");
+    train::ops::cuda::cast<float, T>(context, static_cast<int64_t>(pixels.size()), device_pixels, device_images);
+    gpu.infer(device_images, n, device_logits);
+    train::ops::cuda::cast<T, float>(context, static_cast<int64_t>(logits.size()), device_logits, float_logits);
+    check(cudaMemcpyAsync(logits.data(), float_logits, sizeof(float) * logits.size(), cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  cudaStreamDestroy(stream);
+  return logits;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6 && argc != 7) {
+    fmt::print(stderr, "usage: gpu_infer DEPTH CLASSES MODEL.safetensors IMAGES.safetensors OUT.safetensors [bf16|fp32]\n");
+    return 64;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    fmt::print(stderr, "gpu_infer: no GPU visible\n");
+    return 2;
+  }
+  try {
+    const int depth = std::atoi(argv[1]), classes = std::atoi(argv[2]);
+    const std::string precision = argc == 7 ? argv[6] : "bf16";
+    if (precision != "bf16" && precision != "fp32") throw std::runtime_error("precision: expected bf16 or fp32");
+    const auto model = train::model_io::read_safetensors(argv[3]);
+    const auto batch = train::model_io::read_safetensors(argv[4]);
+    const train::model_io::Tensor* images = batch.find("images");
+    if (images == nullptr || images->shape.size() != 4 || images->shape[3] != 3) {
+      throw std::runtime_error("IMAGES needs \"images\" [N, H, W, 3]");
+    }
+    const std::vector<float> logits = precision == "bf16" ? infer<bf16>(depth, classes, model, *images)
+                                                          : infer<float>(depth, classes, model, *images);
+    const int n = static_cast<int>(images->shape[0]);
+    train::model_io::write_safetensors(argv[5], {{"logits", train::model_io::Dtype::F32, {n, classes}, logits.data()}});
+    return 0;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "gpu_infer: {}\n", error.what());
+    return 1;
+  }
+}
