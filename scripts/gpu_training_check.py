@@ -11,6 +11,8 @@ writes it) or a .tgz of one. --train runs `train` (default build/train; on a bun
              device=cpu on the same data and hyperparameters: both validation top-1 printed, within 2 points;
   resume     the same GPU job stopped by SIGTERM at step 40 and restarted: model.safetensors bytes equal to
              the uninterrupted GPU run's (deterministic cuDNN algorithms, no float atomics);
+  across     a checkpoint written by the stopped GPU job resumes with device=cpu, and one written by a CPU
+             job stopped the same way resumes with device=cuda (both finish and write their model);
   torchvision the GPU run's model.safetensors loads strictly into torchvision.models.resnet18(num_classes=10),
              whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance.
 Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any failed.
@@ -114,6 +116,7 @@ def check_resume(args, data, work, reference):
     base = os.path.join(work, f"resume-{args.device}")
     make_job(base, data, dict(JOB, device=args.device))
     code, seen, _ = stop_at_step(start_train(args.train, base), STOP_AT, timeout=900, exit_timeout=300)
+    keep_checkpoint(base, os.path.join(work, f"checkpoint-from-{args.device}"))
     stop_step = None
     stopped = [line for line in seen if "stopped at step" in line]
     if stopped:
@@ -125,6 +128,40 @@ def check_resume(args, data, work, reference):
            code == 143 and stop_step is not None and code2 == 0 and "resuming from" in output2 and same,
            f"first run exit {code}, stopped at step {stop_step}; restart exit {code2}; model bytes "
            f"{'equal' if same else 'DIFFERENT' if resumed else 'missing'}")
+
+
+def keep_checkpoint(base, folder):
+    """A copy of a stopped job's checkpoint, before its restart replaces it."""
+    shutil.rmtree(folder, ignore_errors=True)
+    source = os.path.join(base, "checkpoints")
+    if os.path.isdir(source):
+        shutil.copytree(source, folder)
+
+
+def check_across_devices(args, data, work):
+    """A checkpoint of one device resumes on the other: the state is the same fp32 state whatever the device."""
+    # A CPU job stopped as the GPU one was, for the other direction.
+    cpu_base = os.path.join(work, "stopped-cpu")
+    make_job(cpu_base, data, dict(JOB, device="cpu"))
+    stop_at_step(start_train(args.train, cpu_base), STOP_AT, timeout=1800, exit_timeout=300)
+    keep_checkpoint(cpu_base, os.path.join(work, "checkpoint-from-cpu"))
+    details, passed = [], True
+    for source, target in ((args.device, "cpu"), ("cpu", args.device)):
+        checkpoint = os.path.join(work, f"checkpoint-from-{source}")
+        base = os.path.join(work, f"{source}-to-{target}")
+        make_job(base, data, dict(JOB, device=target))
+        if not os.path.isdir(checkpoint):
+            details.append(f"{source} to {target}: no checkpoint from the stopped {source} job")
+            passed = False
+            continue
+        shutil.copytree(checkpoint, os.path.join(base, "checkpoints"))
+        code, output = run_train(args.train, base, os.path.join(work, f"{source}-to-{target}.log"))
+        ok = code == 0 and "resuming from" in output and model_bytes(base) is not None
+        passed &= ok
+        details.append(f"{source} checkpoint on {target}: exit {code}, "
+                       f"{'resumed' if 'resuming from' in output else 'NOT resumed'}, top-1 {last_top1(output)}")
+    return report("checkpoints cross devices: a GPU checkpoint resumes on the CPU and a CPU one on the GPU", passed,
+                  "; ".join(details))
 
 
 def check_torchvision(args, work, reference):
@@ -180,7 +217,7 @@ def main():
         data = roots[0] if len(roots) == 1 and os.path.isdir(os.path.join(roots[0], "train")) else os.path.join(work, "data")
     data = os.path.abspath(data)
     accurate, reference = check_accuracy(args, data, work)
-    results = [accurate, check_resume(args, data, work, reference)]
+    results = [accurate, check_resume(args, data, work, reference), check_across_devices(args, data, work)]
     try:
         results.append(check_torchvision(args, work, reference))
     except Exception as error:  # noqa: BLE001 - a missing PyTorch or file is a failed check, reported
