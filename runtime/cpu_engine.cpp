@@ -10,7 +10,7 @@ namespace {
 
 CpuResNet<float> make_model(const TrainingSettings& settings, int classes) {
   ResNetPlan plan = plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                                settings.width);
+                                settings.width, settings.gradient_memory());
   BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
   return CpuResNet<float>(std::move(plan), std::move(buckets));
 }

@@ -126,7 +126,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       context_(compute_.get()),
       comm_(comm, timeout),
       plan_(plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                        settings.width)),
+                        settings.width, settings.gradient_memory())),
       model_(plan_, plan_gradient_buckets(plan_.parameter_counts(), settings.bucket_bytes), context_),
       reducer_(comm_, model_.bucket_plan(), model_.gradients(), is_bf16 ? ncclBfloat16 : ncclFloat32, compute_.get(),
                timeout, ncclAvg) {

@@ -286,6 +286,8 @@ void Trainer::announce() const {
            data_->describe(), schedule_.peak, settings_.learning_rate, settings_.global_batch,
            lr_decay_name(settings_.lr_scheduler), engine_->gradient_buckets());
   log_info("engine: {}", engine_->describe());
+  log_info("gradient buffers: {:.1f} M values, {}", engine_->plan().gradient_elements() / 1e6,
+           settings_.fast_path ? "shared by lifetime (TRAIN_FAST_PATH=1)" : "one per activation");
 }
 
 // TRAIN_SAMPLE_LOG=DIR: every rank appends one line per step to DIR/rank-R.txt naming the samples it

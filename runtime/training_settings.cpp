@@ -1,6 +1,7 @@
 #include "runtime/training_settings.h"
 
 #include "common/config_error.h"
+#include "common/environment_map.h"
 
 #include <fmt/format.h>
 
@@ -140,6 +141,12 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.checkpoint_dir = job.paths.checkpoints();
   settings.threads = threads_per_rank(job, identity);
   settings.local_rank = identity.local_rank;
+  if (auto fast = lookup(current_environment(), "TRAIN_FAST_PATH")) {
+    if (*fast != "0" && *fast != "1") {
+      throw ConfigError(fmt::format("environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"{}\"", *fast));
+    }
+    settings.fast_path = *fast == "1";
+  }
   return settings;
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/data/data_channel.h"
 #include "runtime/data/transform.h"
 #include "runtime/learning_rate.h"
+#include "runtime/model/resnet_plan.h"
 
 #include <filesystem>
 #include <optional>
@@ -70,6 +71,13 @@ struct TrainingSettings {
   std::filesystem::path model_dir, checkpoint_dir;
   int threads = 1;  // compute threads of this rank
   int local_rank = 0;  // this rank's GPU, on a CUDA device
+  // TRAIN_FAST_PATH=1: the step's fast path under development (gradient buffers shared by lifetime, ...),
+  // checked against the reference path it leaves selectable; off by default until a GPU run has shown it
+  // right and faster.
+  bool fast_path = false;
+  GradientMemory gradient_memory() const {
+    return fast_path ? GradientMemory::shared_by_lifetime : GradientMemory::per_activation;
+  }
 };
 
 // Throws ConfigError for what the job asks but this build cannot do (with what to do instead).

@@ -25,15 +25,16 @@ CpuResNet<T>::CpuResNet(ResNetPlan plan, BucketPlan buckets) : Passes(std::move(
   }
   const size_t activations = p.max_shapes.size();
   activation_storage_.resize(activations);
-  gradient_storage_.resize(activations);
-  std::vector<T*> activation(activations, nullptr), gradient(activations, nullptr);
+  std::vector<T*> activation(activations, nullptr), gradient;
   for (size_t a = 0; a < activations; ++a) {
-    const auto size = static_cast<size_t>(p.max_shapes[a].size());
-    if (p.storage_of[a] == static_cast<int>(a)) activation_storage_[a].resize(size);
-    if (p.gradient_needed[a]) gradient_storage_[a].resize(size);
-    gradient[a] = p.gradient_needed[a] ? gradient_storage_[a].data() : nullptr;
+    if (p.storage_of[a] == static_cast<int>(a)) activation_storage_[a].resize(static_cast<size_t>(p.max_shapes[a].size()));
   }
   for (size_t a = 0; a < activations; ++a) activation[a] = activation_storage_[static_cast<size_t>(p.storage_of[a])].data();
+  gradient_storage_.reserve(p.gradient_buffers.size());
+  for (int64_t elements : p.gradient_buffers) {
+    gradient_storage_.emplace_back(static_cast<size_t>(elements));
+    gradient.push_back(gradient_storage_.back().data());
+  }
   scratch_storage_.resize(static_cast<size_t>(p.largest_activation));
   this->bind_storage(std::move(activation), std::move(gradient), scratch_storage_.data());
 }

@@ -88,14 +88,14 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
   }
 
   // Activation storage (index 0, the images, is the caller's), fused-away outputs in the storage of the
-  // ReLU output they are fused into (the plan's storage_of), gradients where backward writes them.
+  // ReLU output they are fused into (the plan's storage_of); the plan's gradient buffers.
   const size_t activations = p.max_shapes.size();
-  std::vector<T*> activation(activations, nullptr), gradient(activations, nullptr);
+  std::vector<T*> activation(activations, nullptr), gradient;
   for (size_t a = 1; a < activations; ++a) {
     const auto size = static_cast<size_t>(p.max_shapes[a].size());
     if (p.storage_of[a] == static_cast<int>(a)) activation[a] = static_cast<T*>(allocate(sizeof(T) * size));
-    if (p.gradient_needed[a]) gradient[a] = static_cast<T*>(allocate(sizeof(T) * size));
   }
+  for (int64_t elements : p.gradient_buffers) gradient.push_back(static_cast<T*>(allocate(sizeof(T) * static_cast<size_t>(elements))));
   for (size_t a = 1; a < activations; ++a) activation[a] = activation[static_cast<size_t>(p.storage_of[a])];
   T* scratch = static_cast<T*>(allocate(sizeof(T) * static_cast<size_t>(p.largest_activation)));
   this->bind_storage(std::move(activation), std::move(gradient), scratch);

@@ -70,14 +70,12 @@ class ResNetPasses {
     }
   }
 
-  // The model's storage: every activation (by plan.storage_of, index 0 set by take_input), every needed
-  // activation gradient (null where plan.gradient_needed is false), and scratch of the largest activation.
+  // The model's storage: every activation (by plan.storage_of, index 0 set by take_input), every gradient
+  // buffer of the plan (plan.gradient_buffers), and scratch of the largest activation.
   void bind_storage(std::vector<T*> activations, std::vector<T*> gradients, T* scratch) {
     activation_ = std::move(activations);
     gradient_buffer_ = std::move(gradients);
     scratch_ = scratch;
-    gradient_of_.assign(activation_.size(), nullptr);
-    gradient_written_.assign(activation_.size(), false);
   }
 
   size_t gradient_offset(int p) const { return parameters_[static_cast<size_t>(p)].gradient_offset; }
@@ -103,14 +101,12 @@ class ResNetPasses {
     return activation_[static_cast<size_t>(plan_.spec.layers[static_cast<size_t>(fused.relu_layer)].output)];
   }
   void batch_norm_train(size_t l, const T* shortcut, bool relu, T* y);
-  // Where a layer's input gradient goes: straight into the activation's gradient when nothing wrote it
-  // yet this step, else into scratch followed by an add (two consumers of one activation).
-  T* gradient_target(int activation, bool& accumulate);
-  void finish_gradient(int activation, bool accumulate);
+  // Runs `compute(dx)` for a gradient of `elements` values going to `target`: straight into its buffer,
+  // or into scratch and then added (when another reader of the activation wrote its gradient first).
+  template <typename Compute>
+  void deliver(const GradientTarget& target, int64_t elements, Compute&& compute);
 
   std::vector<T*> activation_, gradient_buffer_;
-  std::vector<T*> gradient_of_;  // this step's gradient of each activation: its own buffer or a shared one
-  std::vector<bool> gradient_written_;
   T* scratch_ = nullptr;
 };
 
@@ -180,27 +176,19 @@ void ResNetPasses<Model, T>::forward(const T* images, int batch, bool training) 
 
 template <typename Model, typename T>
 T* ResNetPasses<Model, T>::begin_backward() {
-  gradient_of_ = gradient_buffer_;
-  std::fill(gradient_written_.begin(), gradient_written_.end(), false);
-  gradient_written_.back() = true;
-  return gradient_of_.back();
+  return gradient_buffer_[static_cast<size_t>(plan_.loss_gradient)];
 }
 
 template <typename Model, typename T>
-T* ResNetPasses<Model, T>::gradient_target(int activation, bool& accumulate) {
-  accumulate = gradient_written_[static_cast<size_t>(activation)];
-  T* target = accumulate ? scratch_ : gradient_of_[static_cast<size_t>(activation)];
-  if (target == nullptr) throw std::logic_error("ResNet: activation " + std::to_string(activation) + " has no gradient storage");
-  return target;
+template <typename Compute>
+void ResNetPasses<Model, T>::deliver(const GradientTarget& target, int64_t elements, Compute&& compute) {
+  T* buffer = gradient_buffer_[static_cast<size_t>(target.buffer)];
+  compute(target.accumulate ? scratch_ : buffer);
+  if (target.accumulate) model().add(elements, buffer, scratch_, buffer);
 }
 
-template <typename Model, typename T>
-void ResNetPasses<Model, T>::finish_gradient(int activation, bool accumulate) {
-  T* target = gradient_of_[static_cast<size_t>(activation)];
-  if (accumulate) model().add(shapes_[static_cast<size_t>(activation)].size(), target, scratch_, target);
-  gradient_written_[static_cast<size_t>(activation)] = true;
-}
-
+// The layers in reverse, each reading and writing the gradient buffers its route names (the plan walked
+// the backward pass once to decide them: resnet_plan.cpp, route_backward).
 template <typename Model, typename T>
 void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradient,
                                       const std::function<void()>& between_layers) {
@@ -210,81 +198,58 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
   for (size_t l = plan_.spec.layers.size(); l-- > 0;) {
     const auto& layer = plan_.spec.layers[l];
     const auto& entry = plan_.layers[l];
-    if (entry.fusion == Fusion::relu_in_bn) continue;  // its batch norm does its backward
+    const auto& route = plan_.backward[l];
+    if (route.skip) continue;  // a ReLU its batch norm differentiates
     const ActivationShape& in = shapes_[static_cast<size_t>(layer.input)];
     const T* x = activation_[static_cast<size_t>(layer.input)];
-    // A batch norm fused with its ReLU takes the gradient at the ReLU's output.
-    const int output = entry.fusion == Fusion::bn_relu
-                           ? plan_.spec.layers[static_cast<size_t>(entry.relu_layer)].output
-                           : layer.output;
-    const T* dy = gradient_of_[static_cast<size_t>(output)];
-    if (!gradient_written_[static_cast<size_t>(output)] || dy == nullptr) {
-      throw std::logic_error("no gradient reached the output of " + layer.name);
-    }
-    bool accumulate = false;
+    const T* dy = gradient_buffer_[static_cast<size_t>(route.dy)];
     switch (layer.kind) {
       case LayerKind::conv: {
         auto shape = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
                                               layer.padding);
         model().conv_backward_weight(entry, shape, x, dy);
         gradient_done(entry.weight);
-        if (layer.input != 0) {  // the image needs no gradient
-          T* dx = gradient_target(layer.input, accumulate);
-          model().conv_backward_input(entry, shape, dy, dx);
-          finish_gradient(layer.input, accumulate);
+        if (route.dx.buffer >= 0) {  // the images need none
+          deliver(route.dx, in.size(), [&](T* dx) { model().conv_backward_input(entry, shape, dy, dx); });
         }
         break;
       }
-      case LayerKind::batch_norm: {
-        T* dx = gradient_target(layer.input, accumulate);
-        model().bn_backward(l, int64_t{in.n} * in.h * in.w, in.c, x,
-                            entry.fusion == Fusion::bn_relu ? relu_output(entry) : nullptr, dy, dx);
-        gradient_done(entry.weight);
-        gradient_done(entry.bias);
-        finish_gradient(layer.input, accumulate);
+      case LayerKind::batch_norm:
+        // Its parameters' gradients are final before any add into dx: reported first, so their buckets start.
+        deliver(route.dx, in.size(), [&](T* dx) {
+          model().bn_backward(l, int64_t{in.n} * in.h * in.w, in.c, x,
+                              entry.fusion == Fusion::bn_relu ? relu_output(entry) : nullptr, dy, dx);
+          gradient_done(entry.weight);
+          gradient_done(entry.bias);
+        });
         break;
-      }
-      case LayerKind::relu: {
-        T* dx = gradient_target(layer.input, accumulate);
-        model().relu_backward(in.size(), activation_[static_cast<size_t>(layer.output)], dy, dx);
-        finish_gradient(layer.input, accumulate);
+      case LayerKind::relu:
+        deliver(route.dx, in.size(), [&](T* dx) {
+          model().relu_backward(in.size(), activation_[static_cast<size_t>(layer.output)], dy, dx);
+        });
         break;
-      }
-      case LayerKind::max_pool: {
-        T* dx = gradient_target(layer.input, accumulate);
-        model().max_pool_backward(l, ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding},
-                                  dy, dx);
-        finish_gradient(layer.input, accumulate);
+      case LayerKind::max_pool:
+        deliver(route.dx, in.size(), [&](T* dx) {
+          model().max_pool_backward(l, ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride,
+                                                        layer.padding},
+                                    dy, dx);
+        });
         break;
-      }
       case LayerKind::residual_add:
-        // y = a + b: both operands receive dy; where the fusion plan found it safe, by sharing its buffer.
-        for (int operand : {layer.input, layer.input_b}) {
-          const bool share = operand == layer.input ? entry.share_gradient_a : entry.share_gradient_b;
-          if (share && !gradient_written_[static_cast<size_t>(operand)]) {
-            gradient_of_[static_cast<size_t>(operand)] = gradient_of_[static_cast<size_t>(layer.output)];
-            gradient_written_[static_cast<size_t>(operand)] = true;
-            continue;
-          }
-          T* dx = gradient_target(operand, accumulate);
-          model().copy(in.size(), dy, dx);
-          finish_gradient(operand, accumulate);
-        }
+        // y = a + b: both operands receive dy; an operand that takes dy's buffer needs no copy.
+        if (!route.a_takes_dy) deliver(route.dx, in.size(), [&](T* dx) { model().copy(in.size(), dy, dx); });
+        if (!route.b_takes_dy) deliver(route.dx_b, in.size(), [&](T* dx) { model().copy(in.size(), dy, dx); });
         break;
-      case LayerKind::global_avg_pool: {
-        T* dx = gradient_target(layer.input, accumulate);
-        model().avg_pool_backward(in.n, in.h * in.w, in.c, dy, dx);
-        finish_gradient(layer.input, accumulate);
+      case LayerKind::global_avg_pool:
+        deliver(route.dx, in.size(), [&](T* dx) { model().avg_pool_backward(in.n, in.h * in.w, in.c, dy, dx); });
         break;
-      }
-      case LayerKind::fully_connected: {
-        T* dx = gradient_target(layer.input, accumulate);
-        model().fc_backward(entry, in.n, in.c, layer.out_channels, x, dy, dx);
-        gradient_done(entry.bias);
-        gradient_done(entry.weight);
-        finish_gradient(layer.input, accumulate);
+      case LayerKind::fully_connected:
+        deliver(route.dx, in.size(), [&](T* dx) {
+          model().fc_backward(entry, in.n, in.c, layer.out_channels, x, dy, dx);
+          gradient_done(entry.bias);
+          gradient_done(entry.weight);
+        });
         break;
-      }
     }
     if (between_layers) between_layers();
   }

@@ -6,11 +6,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 #include <map>
 #include <stdexcept>
 #include <string>
 
 namespace train {
+
+int64_t ResNetPlan::gradient_elements() const {
+  int64_t total = 0;
+  for (int64_t elements : gradient_buffers) total += elements;
+  return total;
+}
 
 std::vector<size_t> ResNetPlan::parameter_counts() const {
   std::vector<size_t> counts;
@@ -112,19 +120,16 @@ void plan_layers(ResNetPlan& plan) {
   }
 }
 
-// Which activations share storage and which need a gradient (the header says why).
+// Which activations share storage (the header says why).
 void plan_storage(ResNetPlan& plan) {
   const size_t activations = plan.max_shapes.size();
   plan.storage_of.resize(activations);
   for (size_t a = 0; a < activations; ++a) plan.storage_of[a] = static_cast<int>(a);
-  plan.gradient_needed.assign(activations, true);
-  plan.gradient_needed[0] = false;  // the images
   for (size_t l = 0; l < plan.spec.layers.size(); ++l) {
     const auto& entry = plan.layers[l];
     const auto output = static_cast<size_t>(plan.spec.layers[l].output);
     if (entry.fusion == Fusion::bn_relu) {
       plan.storage_of[output] = plan.spec.layers[static_cast<size_t>(entry.relu_layer)].output;
-      plan.gradient_needed[output] = false;  // its backward takes the gradient at the ReLU's output
     } else if (entry.fusion == Fusion::bn_in_add) {
       const auto& add = plan.layers[static_cast<size_t>(entry.partner)];
       plan.storage_of[output] = plan.spec.layers[static_cast<size_t>(add.relu_layer)].output;
@@ -141,18 +146,155 @@ void plan_storage(ResNetPlan& plan) {
   }
 }
 
+// The backward pass walked once over the plan, without arithmetic: which gradient each layer reads, where
+// it writes its input's (straight into the buffer, or into scratch and added when another reader of that
+// input wrote it first), and which residual-add operands take the add's gradient buffer as their own.
+// Every activation that receives a gradient starts with a buffer of its own (its index: a "logical"
+// buffer); `lifetime` gets, per logical buffer, the first and last backward step that touches it (the
+// loss's gradient is written at step -1).
+struct Lifetime {
+  int first = std::numeric_limits<int>::max(), last = -2;
+};
+
+std::vector<Lifetime> route_backward(ResNetPlan& plan) {
+  const auto& layers = plan.spec.layers;
+  const size_t activations = plan.max_shapes.size();
+  // Activations whose gradient backward writes: not the images, not BN outputs whose backward takes the
+  // gradient at the ReLU's output.
+  std::vector<int> gradient_of(activations, -1);
+  for (size_t a = 1; a < activations; ++a) gradient_of[a] = static_cast<int>(a);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (plan.layers[l].fusion == Fusion::bn_relu) gradient_of[static_cast<size_t>(layers[l].output)] = -1;
+  }
+  std::vector<bool> written(activations, false);
+  std::vector<Lifetime> lifetime(activations);
+  auto touch = [&](int buffer, int step) {
+    auto& span = lifetime[static_cast<size_t>(buffer)];
+    span.first = std::min(span.first, step);
+    span.last = std::max(span.last, step);
+  };
+  const size_t last = activations - 1;
+  written[last] = true;
+  touch(gradient_of[last], -1);
+  plan.loss_gradient = gradient_of[last];
+
+  plan.backward.assign(layers.size(), BackwardRoute{});
+  int step = 0;
+  for (size_t l = layers.size(); l-- > 0;) {
+    const auto& layer = layers[l];
+    const auto& entry = plan.layers[l];
+    auto& route = plan.backward[l];
+    if (entry.fusion == Fusion::relu_in_bn) {
+      route.skip = true;
+      continue;
+    }
+    const int output = entry.fusion == Fusion::bn_relu ? layers[static_cast<size_t>(entry.relu_layer)].output
+                                                       : layer.output;
+    if (!written[static_cast<size_t>(output)] || gradient_of[static_cast<size_t>(output)] < 0) {
+      throw std::logic_error("ResNet plan: no gradient reaches the output of " + layer.name);
+    }
+    route.dy = gradient_of[static_cast<size_t>(output)];
+    touch(route.dy, step);
+    auto target = [&](int activation) {
+      const auto a = static_cast<size_t>(activation);
+      if (gradient_of[a] < 0) {
+        throw std::logic_error("ResNet plan: " + layer.name + " writes the gradient of an activation without one");
+      }
+      GradientTarget result{gradient_of[a], written[a]};
+      written[a] = true;
+      touch(result.buffer, step);
+      return result;
+    };
+    if (layer.kind == LayerKind::residual_add) {
+      // y = a + b: both operands receive dy; where the fusion plan found it safe, by taking its buffer.
+      for (int operand : {layer.input, layer.input_b}) {
+        const bool is_a = operand == layer.input;
+        const auto o = static_cast<size_t>(operand);
+        if ((is_a ? entry.share_gradient_a : entry.share_gradient_b) && !written[o]) {
+          gradient_of[o] = route.dy;
+          written[o] = true;
+          (is_a ? route.a_takes_dy : route.b_takes_dy) = true;
+        } else {
+          (is_a ? route.dx : route.dx_b) = target(operand);
+        }
+      }
+    } else if (layer.input != 0) {  // the images need no gradient
+      route.dx = target(layer.input);
+    }
+    ++step;
+  }
+  return lifetime;
+}
+
+// Physical gradient buffers for the logical ones: one each, or (shared_by_lifetime) a buffer reused by
+// gradients that are never alive in the same backward step, each placed in the smallest free buffer that
+// holds it (else the largest free one, grown; else a new one). Returns the physical buffer of each logical.
+std::vector<int> assign_gradient_buffers(ResNetPlan& plan, const std::vector<Lifetime>& lifetime) {
+  std::vector<int> physical(lifetime.size(), -1);
+  std::vector<size_t> order;
+  for (size_t id = 0; id < lifetime.size(); ++id) {
+    if (lifetime[id].last >= -1) order.push_back(id);  // touched: it holds a gradient at some point
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return lifetime[a].first < lifetime[b].first; });
+  std::vector<int> free_after;  // per physical buffer: the last step its current occupant is alive
+  for (size_t id : order) {
+    const int64_t need = plan.max_shapes[id].size();
+    int chosen = -1;
+    if (plan.gradient_memory == GradientMemory::shared_by_lifetime) {
+      for (size_t b = 0; b < plan.gradient_buffers.size(); ++b) {
+        if (free_after[b] >= lifetime[id].first) continue;  // still alive (the same step counts: dy vs dx)
+        const int64_t have = plan.gradient_buffers[b];
+        if (chosen < 0) {
+          chosen = static_cast<int>(b);
+          continue;
+        }
+        const int64_t best = plan.gradient_buffers[static_cast<size_t>(chosen)];
+        const bool fits = have >= need, best_fits = best >= need;
+        if ((fits && (!best_fits || have < best)) || (!fits && !best_fits && have > best)) chosen = static_cast<int>(b);
+      }
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int>(plan.gradient_buffers.size());
+      plan.gradient_buffers.push_back(0);
+      free_after.push_back(0);
+    }
+    auto& elements = plan.gradient_buffers[static_cast<size_t>(chosen)];
+    elements = std::max(elements, need);
+    free_after[static_cast<size_t>(chosen)] = lifetime[id].last;
+    physical[id] = chosen;
+  }
+  return physical;
+}
+
+void plan_backward(ResNetPlan& plan) {
+  const std::vector<Lifetime> lifetime = route_backward(plan);
+  const std::vector<int> physical = assign_gradient_buffers(plan, lifetime);
+  auto map = [&](int& buffer) {
+    if (buffer >= 0) buffer = physical[static_cast<size_t>(buffer)];
+  };
+  map(plan.loss_gradient);
+  for (auto& route : plan.backward) {
+    map(route.dy);
+    map(route.dx.buffer);
+    map(route.dx_b.buffer);
+  }
+}
+
 }  // namespace
 
-ResNetPlan plan_resnet(ResNetSpec spec, int max_batch, int height, int width) {
+ResNetPlan plan_resnet(ResNetSpec spec, int max_batch, int height, int width, GradientMemory gradient_memory) {
   if (max_batch < 2) throw std::invalid_argument("batch norm in training mode needs at least 2 images per rank");
   ResNetPlan plan;
   plan.spec = std::move(spec);
   plan.max_batch = max_batch;
   plan.height = height;
   plan.width = width;
+  plan.gradient_memory = gradient_memory;
   lay_out_tensors(plan);
   plan_layers(plan);
   plan_storage(plan);
+  plan_backward(plan);
   return plan;
 }
 

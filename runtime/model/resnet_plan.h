@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 namespace train {
@@ -19,6 +18,27 @@ namespace train {
 // PyTorch's BatchNorm2d defaults, as torchvision's ResNet uses them.
 inline constexpr double bn_epsilon = 1e-5;
 inline constexpr double bn_momentum = 0.1;
+
+// How activation gradients are stored: a buffer per activation (the reference), or buffers shared by
+// gradients whose lifetimes in the backward pass do not overlap (the same values, a fraction of the memory).
+enum class GradientMemory { per_activation, shared_by_lifetime };
+
+// Where a layer's backward pass writes a gradient.
+struct GradientTarget {
+  int buffer = -1;          // a gradient buffer (-1: nothing to write: the images need no gradient)
+  bool accumulate = false;  // another reader wrote it earlier this step: compute into scratch, then add
+};
+
+// Which gradient buffers a layer's backward reads and writes, decided once by walking the backward pass
+// over the plan; the passes follow it (runtime/model/resnet_passes.h).
+struct BackwardRoute {
+  bool skip = false;        // a ReLU differentiated by its batch norm (Fusion::relu_in_bn)
+  int dy = -1;              // the buffer holding the gradient it reads (a bn_relu: the ReLU output's)
+  GradientTarget dx;        // its input's gradient
+  GradientTarget dx_b;      // a residual add's second operand's
+  bool a_takes_dy = false;  // a residual add: the operand's gradient is dy's buffer itself (no copy)
+  bool b_takes_dy = false;
+};
 
 // An activation: NHWC.
 struct ActivationShape {
@@ -52,13 +72,17 @@ struct ResNetPlan {
   // residual add, an add output fused into its ReLU) may share the storage of the ReLU output it is fused
   // into; storage_of[a] names the activation whose storage a uses (a itself when it has its own).
   std::vector<int> storage_of;
-  // Activations whose gradient backward writes (not the images, not BN outputs whose backward takes the
-  // gradient at the ReLU's output).
-  std::vector<bool> gradient_needed;
+  // The backward pass: every layer's route (by layer), the buffer the loss's gradient goes to, and the size
+  // of every gradient buffer at max_batch (elements).
+  GradientMemory gradient_memory = GradientMemory::per_activation;
+  std::vector<BackwardRoute> backward;
+  int loss_gradient = -1;
+  std::vector<int64_t> gradient_buffers;
   int64_t largest_activation = 0;            // elements of the largest activation (gradient scratch)
   int max_bn_channels = 0;
 
   int parameter_tensors() const { return static_cast<int>(parameters.size()); }
+  int64_t gradient_elements() const;  // all gradient buffers together
   // Elements of every parameter tensor in forward order: what the gradient buckets are planned from.
   std::vector<size_t> parameter_counts() const;
   const TensorSpec& parameter_spec(int p) const { return spec.tensors[static_cast<size_t>(parameters[static_cast<size_t>(p)].spec_index)]; }
@@ -68,7 +92,8 @@ struct ResNetPlan {
 
 // Throws std::invalid_argument when max_batch < 2 (batch norm in training needs two values per channel)
 // or the input is too small for the network.
-ResNetPlan plan_resnet(ResNetSpec spec, int max_batch, int height, int width);
+ResNetPlan plan_resnet(ResNetSpec spec, int max_batch, int height, int width,
+                       GradientMemory gradient_memory = GradientMemory::per_activation);
 
 // torchvision's default initialisation into a flat parameter store and buffers laid out by `plan`:
 // convolutions Kaiming-normal (fan_out, ReLU gain), BN weight 1 and bias 0, the classifier uniform in

@@ -1,0 +1,70 @@
+// The plan's backward routes and its gradient buffers: sharing buffers by lifetime must not change a single
+// gradient, and must need far less memory.
+#include "runtime/comm/gradient_buckets.h"
+#include "runtime/model/cpu_resnet.h"
+#include "runtime/model/resnet_plan.h"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <vector>
+
+using namespace train;
+
+namespace {
+
+// One training step in fp64 with the given gradient memory; returns every parameter gradient and the loss.
+std::vector<double> step_gradients(int depth, int size, GradientMemory memory, double* loss) {
+  ResNetPlan plan = plan_resnet(build_resnet_spec(depth, 10), 3, size, size, memory);
+  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
+  CpuResNet<double> model(std::move(plan), std::move(buckets));
+  model.initialize(7);
+  std::mt19937 generator(11);
+  std::normal_distribution<double> normal;
+  std::vector<double> images(static_cast<size_t>(3) * size * size * 3);
+  for (auto& value : images) value = normal(generator);
+  const std::vector<int32_t> labels = {1, 4, 9};
+  *loss = model.train_step(images.data(), labels.data(), 3, 0.1, 1.0, [](int) {}, [] {}).loss;
+  return model.all_gradients();
+}
+
+}  // namespace
+
+TEST_CASE("Gradient buffers shared by lifetime give bit-identical gradients", "[model]") {
+  for (int depth : {18, 50}) {
+    double loss_reference = 0, loss_shared = 0;
+    const auto reference = step_gradients(depth, 32, GradientMemory::per_activation, &loss_reference);
+    const auto shared = step_gradients(depth, 32, GradientMemory::shared_by_lifetime, &loss_shared);
+    CAPTURE(depth);
+    CHECK(loss_shared == loss_reference);
+    CHECK(shared == reference);
+  }
+}
+
+TEST_CASE("Gradient buffers shared by lifetime need a fraction of the memory", "[model]") {
+  const ResNetPlan reference = plan_resnet(build_resnet_spec(50, 1000), 8, 224, 224, GradientMemory::per_activation);
+  const ResNetPlan shared = plan_resnet(build_resnet_spec(50, 1000), 8, 224, 224, GradientMemory::shared_by_lifetime);
+  int64_t activations = 0;
+  for (size_t a = 1; a < reference.max_shapes.size(); ++a) {
+    if (reference.storage_of[a] == static_cast<int>(a)) activations += reference.max_shapes[a].size();
+  }
+  INFO("activation gradients: " << reference.gradient_elements() << " elements one buffer each, "
+       << shared.gradient_elements() << " shared in " << shared.gradient_buffers.size() << " buffers; activations "
+       << activations);
+  CHECK(shared.gradient_elements() * 5 < reference.gradient_elements());
+  // The largest activation's gradient (after the stem) and the one it is computed from must coexist.
+  CHECK(shared.gradient_elements() >= 2 * shared.largest_activation);
+}
+
+TEST_CASE("Every backward route reads and writes different buffers", "[model]") {
+  for (auto memory : {GradientMemory::per_activation, GradientMemory::shared_by_lifetime}) {
+    const ResNetPlan plan = plan_resnet(build_resnet_spec(50, 10), 2, 64, 64, memory);
+    REQUIRE(plan.backward.size() == plan.spec.layers.size());
+    for (const auto& route : plan.backward) {
+      if (route.skip) continue;
+      CHECK(route.dy >= 0);
+      if (route.dx.buffer >= 0) CHECK(route.dx.buffer != route.dy);
+      if (route.dx_b.buffer >= 0) CHECK(route.dx_b.buffer != route.dy);
+    }
+  }
+}
