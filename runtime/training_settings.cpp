@@ -73,6 +73,16 @@ const char* lr_decay_name(LrDecay decay) {
   return "?";
 }
 
+bool fast_path_from_environment() {
+  auto fast = lookup(current_environment(), "TRAIN_FAST_PATH");
+  if (!fast || fast->empty()) return false;
+  if (*fast != "0" && *fast != "1") {
+    throw ConfigError(fmt::format("environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"{}\"; unset it for "
+                                  "the reference path", *fast));
+  }
+  return *fast == "1";
+}
+
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
   const auto& hp = job.hyperparameters;
   TrainingSettings settings;
@@ -141,12 +151,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.checkpoint_dir = job.paths.checkpoints();
   settings.threads = threads_per_rank(job, identity);
   settings.local_rank = identity.local_rank;
-  if (auto fast = lookup(current_environment(), "TRAIN_FAST_PATH")) {
-    if (*fast != "0" && *fast != "1") {
-      throw ConfigError(fmt::format("environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"{}\"", *fast));
-    }
-    settings.fast_path = *fast == "1";
-  }
+  settings.fast_path = fast_path_from_environment();
   return settings;
 }
 

@@ -12,7 +12,7 @@
 #
 #   --data FASHION   a Fashion-MNIST image folder or .tgz of one (scripts/make_fashion_mnist_folder.py);
 #                    without it the training checks make one when Debian's dataset-fashion-mnist is installed
-#   --only LIST      comma-separated subset of: kernels,nccl,step,train,bench (default: all)
+#   --only LIST      comma-separated subset of: kernels,nccl,step,train,fast,bench (default: all)
 #   --out DIR        where logs go (default: a new temporary folder)
 #   --quick          the benchmark without torch.compile and with fewer steps
 #
@@ -23,8 +23,9 @@
 #   step     gpu_step_check: a whole training step of ResNet-50/18 on the GPU against the CPU model
 #   train    scripts/gpu_training_check.py: `train` with device=cuda on Fashion-MNIST against device=cpu,
 #            SIGTERM and resume bit-identical, the model file in torchvision
+#   fast     the step check and the training checks again with TRAIN_FAST_PATH=1 (the step's fast path)
 #   bench    scripts/bench/gpu_step_bench.py: the CUDA engine's img/s and memory at batch 64/128/256 against
-#            PyTorch eager and torch.compile on the same GPU (INFO: figures, not a pass/fail)
+#            PyTorch eager and torch.compile on the same GPU, reference and fast path (INFO: figures)
 #
 # Exit status: 0 when every check passed; 1 when any failed; 2 when no GPU is visible; 64 for usage errors.
 set -uo pipefail
@@ -33,7 +34,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$repo/build-gpu"
 bundle=""
 data=""
-only="kernels,nccl,step,train,bench"
+only="kernels,nccl,step,train,fast,bench"
 out=""
 quick=0
 while [[ $# -gt 0 ]]; do
@@ -121,20 +122,29 @@ fi
 if wanted step; then
   check_program "whole training step, GPU vs CPU (gpu_step_check)" "$out/gpu_step_check.log" run gpu_step_check
 fi
-if wanted train; then
-  echo "== train on the GPU (scripts/gpu_training_check.py)"
+# The training checks (scripts/gpu_training_check.py), their rows prefixed with $1; the data made once.
+training_checks() {  # row prefix, work folder
   if [[ -z "$data" ]]; then
     data="$out/fashion"
     /usr/bin/env python3 "$repo/scripts/make_fashion_mnist_folder.py" --limit 12000 "$data" > "$out/fashion.log" 2>&1 ||
-      { row "train on the GPU" FAIL "no --data and no Fashion-MNIST here to convert ($out/fashion.log)"; data=""; }
+      { row "$1train on the GPU" FAIL "no --data and no Fashion-MNIST here to convert ($out/fashion.log)"; data=""; }
   fi
-  if [[ -n "$data" ]]; then
-    python3 "$repo/scripts/gpu_training_check.py" --data "$data" --train "$(program train)" \
-      --infer "$(program gpu_infer)" --work "$out/training" 2>&1 | tee "$out/gpu_training_check.log"
-    while IFS='|' read -r _ name verdict detail; do row "$name" "$verdict" "$detail"; done \
-      < <(grep '^CHECK|' "$out/gpu_training_check.log")
-    grep -q '^CHECK|' "$out/gpu_training_check.log" || row "train on the GPU" FAIL "no result ($out/gpu_training_check.log)"
-  fi
+  [[ -n "$data" ]] || return 0
+  local log="$2.log"
+  python3 "$repo/scripts/gpu_training_check.py" --data "$data" --train "$(program train)" \
+    --infer "$(program gpu_infer)" --work "$2" 2>&1 | tee "$log"
+  while IFS='|' read -r _ name verdict detail; do row "$1$name" "$verdict" "$detail"; done < <(grep '^CHECK|' "$log")
+  grep -q '^CHECK|' "$log" || row "$1train on the GPU" FAIL "no result ($log)"
+}
+if wanted train; then
+  echo "== train on the GPU (scripts/gpu_training_check.py)"
+  training_checks "" "$out/training"
+fi
+if wanted fast; then
+  TRAIN_FAST_PATH=1 check_program "fast path: whole training step, GPU vs CPU (TRAIN_FAST_PATH=1 gpu_step_check)" \
+    "$out/gpu_step_check_fast.log" run gpu_step_check
+  echo "== fast path: train on the GPU (TRAIN_FAST_PATH=1 scripts/gpu_training_check.py)"
+  TRAIN_FAST_PATH=1 training_checks "fast path: " "$out/training_fast"
 fi
 if wanted bench; then
   echo "== GPU step benchmark (scripts/bench/gpu_step_bench.py)"

@@ -9,7 +9,7 @@ measured in the same run on the same GPU, printed as one table with ratios.
 build/scripts/bench/gpu_step_bench, or e.g. "bash .gpu-bundle/gpu-bundle-run.sh gpu_step_bench" on a machine
 with a bundle). Every variant trains ResNet-`depth` on synthetic `size`x`size` images with SGD (momentum 0.9,
 weight decay 1e-4) at each batch size:
-  ours:     the batch copied from pinned host memory every step, bf16 forward/backward with fp32 master
+  ours:     (twice: the reference path, and TRAIN_FAST_PATH=1's fast path) the batch copied from pinned host memory every step, bf16 forward/backward with fp32 master
             weights, the bucketed NCCL allreduce (one rank), the multi-tensor optimizer: what `train` runs;
   eager:    torchvision's resnet, channels_last, bf16 autocast, cudnn.benchmark, data already on the GPU;
   compile:  the same step (forward, loss, backward, optimizer) under torch.compile.
@@ -74,11 +74,12 @@ def torch_bench(mode, depth, size, batch, steps, rounds, precision):
             "reserved_bytes": reserved}
 
 
-def ours_bench(command, depth, size, batches, steps, rounds, precision):
+def ours_bench(command, depth, size, batches, steps, rounds, precision, fast_path):
+    env = dict(os.environ, TRAIN_FAST_PATH="1" if fast_path else "0")
     args = shlex.split(command) + ["--depth", str(depth), "--size", str(size), "--steps", str(steps),
                                    "--rounds", str(rounds), "--precision", precision,
                                    "--batches", ",".join(str(b) for b in batches)]
-    result = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1800)
+    result = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1800, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr[-3000:]}")
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -100,7 +101,9 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
 
     started = time.time()
-    ours = ours_bench(args.ours, args.depth, args.size, batches, args.steps, args.rounds, args.precision)
+    ours = {variant: ours_bench(args.ours, args.depth, args.size, batches, args.steps, args.rounds, args.precision,
+                                fast_path=variant == "ours, fast path")
+            for variant in ("ours", "ours, fast path")}
     peers = {}
     for mode in ["eager"] + ([] if args.no_compile else ["compile"]):
         for batch in batches:
@@ -114,24 +117,23 @@ def main():
     gpu = torch.cuda.get_device_name(0)
     print(f"\nResNet-{args.depth}, {args.size}x{args.size}, {args.precision}, SGD momentum 0.9, one {gpu}; best of "
           f"{args.rounds} rounds of {args.steps} steps ({time.time() - started:.0f} s in all)\n")
-    print("| batch | ours img/s | ours GiB | eager img/s | eager GiB | compile img/s | compile GiB | ours/eager | "
-          "ours/compile |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| batch | variant | img/s | GiB | vs eager | vs compile |")
+    print("|---|---|---|---|---|---|")
     gib = 1024.0 ** 3
     for batch in batches:
-        mine = ours.get(batch, {})
-        cells = [str(batch), f"{mine.get('images_per_sec', float('nan')):,.0f}",
-                 f"{mine.get('device_bytes', float('nan')) / gib:.1f}"]
-        ratios = []
-        for mode in ("eager", "compile"):
-            peer = peers.get((mode, batch))
-            if peer is None or "error" in peer:
-                cells += ["-" if peer is None else peer["error"][:30], "-"]
-                ratios.append("-")
+        rows = [(variant, ours[variant].get(batch, {})) for variant in ours]
+        rows += [(mode, peers.get((mode, batch))) for mode in ("eager", "compile") if (mode, batch) in peers]
+        for variant, figures in rows:
+            if "error" in figures:
+                print(f"| {batch} | {variant} | {figures['error'][:60]} | - | - | - |")
                 continue
-            cells += [f"{peer['images_per_sec']:,.0f}", f"{peer['device_bytes'] / gib:.1f}"]
-            ratios.append(f"{mine.get('images_per_sec', float('nan')) / peer['images_per_sec']:.2f}")
-        print("| " + " | ".join(cells + ratios) + " |")
+            speed = figures.get("images_per_sec", float("nan"))
+            ratios = []
+            for mode in ("eager", "compile"):
+                peer = peers.get((mode, batch))
+                ratios.append("-" if peer is None or "error" in peer else f"{speed / peer['images_per_sec']:.2f}")
+            print(f"| {batch} | {variant} | {speed:,.0f} | {figures.get('device_bytes', float('nan')) / gib:.1f} | "
+                  + " | ".join(ratios) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu, "ours": ours,

@@ -60,6 +60,7 @@
 #include "runtime/model/gpu_resnet.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model/resnet_spec.h"
+#include "runtime/training_settings.h"
 #include "runtime/model_io/model_files.h"
 #include "runtime/model_io/safetensors.h"
 #include "tests/gpu/gpu_check_support.h"
@@ -290,7 +291,11 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
 
   const train::ResNetSpec spec = train::build_resnet_spec(c.depth, c.classes);
   // Each model gets a plan and buckets of its own, made the way the engines make them.
-  auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size); };
+  // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
+  const train::GradientMemory memory = train::fast_path_from_environment()
+                                           ? train::GradientMemory::shared_by_lifetime
+                                           : train::GradientMemory::per_activation;
+  auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size, memory); };
   auto buckets_of = [&](const train::ResNetPlan& plan) {
     return train::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
   };
