@@ -18,6 +18,8 @@ cmake --build build -j"$(nproc)" --target train gpu_kernel_check gpu_nccl_check 
 for folder in .gpu-bundle .gpu-data; do
   grep -qx "/$folder/" .git/info/exclude 2>/dev/null || echo "/$folder/" >> .git/info/exclude
 done
+# A fresh folder: leftovers of an older bundle would be carried too (the device tool carries 64 MiB at most).
+rm -rf .gpu-bundle
 "$bundler" -o .gpu-bundle build/train build/tests/gpu/gpu_kernel_check build/tests/gpu/gpu_nccl_check \
   build/tests/gpu/gpu_step_check build/tests/gpu/gpu_infer build/scripts/bench/gpu_step_bench
 mkdir -p .gpu-data
