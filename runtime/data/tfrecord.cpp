@@ -173,6 +173,7 @@ RecordIndex index_tfrecord_files(const std::string& root, const std::vector<std:
         if (!index.inflated) index.inflated = std::make_shared<TempFolder>();
         file.path = (index.inflated->path() / fmt::format("{}.tfrecord", index.files.size())).string();
         file.name = path + " (uncompressed)";
+        file.temporary = true;
         inflate_file(path, file.path, tally);
       }
     }
