@@ -28,18 +28,24 @@ using namespace train;
 namespace {
 
 // A one-connection TCP server on 127.0.0.1 that greets with `greeting`; returns its port.
+// A socket listening on 127.0.0.1 at a free port, which goes to `port`.
+int listen_on_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(fd, 4) == 0);
+  socklen_t size = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  port = ntohs(address.sin_port);
+  return fd;
+}
+
 class GreetingServer {
  public:
   explicit GreetingServer(std::string greeting) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    REQUIRE(::listen(fd_, 4) == 0);
-    socklen_t size = sizeof address;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
-    port_ = ntohs(address.sin_port);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this, greeting = std::move(greeting)] {
       int client = ::accept(fd_, nullptr, nullptr);
       if (client < 0) return;
@@ -157,15 +163,8 @@ TEST_CASE("the master probes its peers all at once, and a stop cancels the probe
   GreetingServer mute("");  // accepts, says nothing
   const int refused = unused_port();
   // A listener that never accepts: the connection completes (the kernel's backlog) and no greeting comes.
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(::listen(silent, 4) == 0);
-  socklen_t size = sizeof address;
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&address), &size);
-  const int silent_port = ntohs(address.sin_port);
+  int silent_port = 0;
+  const int silent = listen_on_loopback(silent_port);
 
   auto results = probe_ssh_in_parallel({"127.0.0.1"}, sshd.port(), std::chrono::seconds(5), [] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
