@@ -71,9 +71,17 @@ std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::pat
 
 void Trainer::load_initial_weights() {
   const auto path = *settings_.weights_dir / std::string(model_io::model_weights_file_name);
-  auto file = model_io::read_safetensors(path.string());
-  auto selected = model_io::select_initial_weights(file, path.string(), expected_tensors(engine_->plan().spec),
-                                                   fmt::format("resnet{}", settings_.depth));
+  model_io::InitialWeights selected;
+  try {
+    auto file = model_io::read_safetensors(path.string());
+    selected = model_io::select_initial_weights(file, path.string(), expected_tensors(engine_->plan().spec),
+                                                fmt::format("resnet{}", settings_.depth));
+  } catch (const model_io::SafetensorsError& error) {
+    // The user's input, not train's fault: a damaged or foreign file in the `model` channel.
+    throw ConfigError(fmt::format("the `model` channel's weights cannot be used: {}; give the channel an intact "
+                                  "model.safetensors (a model file train wrote, or a torchvision state dict)",
+                                  error.what()));
+  }
   engine_->import_model(selected.tensors);
   if (identity_.rank == 0) {
     log_info("started from the weights in {}", path.string());
