@@ -262,11 +262,14 @@ class JobRun {
     std::string summary;
     std::vector<std::string> details;
     int code = mpirun_code;
-    // A rank's own account (job/rank_reason.h) names it even when mpirun did not get to; mpirun's word
-    // comes first when it has one, since a rank killed by a signal writes none.
+    // The ranks' own accounts (job/rank_reason.h) name the first failing rank even when mpirun did not get
+    // to, and the earliest of them is the first failure, whichever rank mpirun's abort message happens to
+    // name; mpirun's word stands when the rank it names left none (killed by a signal, or on another host).
     const std::vector<RankReason> reasons = reasons_ ? read_rank_reasons(reasons_->path()) : std::vector<RankReason>{};
     std::optional<RankFailure> failure = messages_.first_failure();
-    if (!failure && !reasons.empty()) {
+    const bool named_rank_has_reason =
+        failure && std::any_of(reasons.begin(), reasons.end(), [&](const RankReason& r) { return r.rank == failure->rank; });
+    if (!reasons.empty() && (!failure || named_rank_has_reason)) {
       const RankReason& first = reasons.front();
       failure = RankFailure{first.rank, std::nullopt, std::nullopt, ""};
       if (first.signal != 0) {
