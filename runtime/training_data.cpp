@@ -1,6 +1,7 @@
 #include "runtime/training_data.h"
 
 #include "common/config_error.h"
+#include "common/environment_error.h"
 #include "common/log.h"
 #include "job/hyperparameter_schema.h"
 #include "runtime/comm/bounded_collectives.h"
@@ -35,7 +36,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   data::RecordIndex index;
   std::exception_ptr failure;
   std::string bytes;  // the serialized index, or the failure's message
-  int64_t header[2] = {0, 0};  // failed, bytes
+  int64_t header[2] = {0, 0};  // failed (1: the data, 2: the machine, a full or read-only TMPDIR), bytes
   if (local_rank == 0) {
     try {
       index = build();
@@ -43,7 +44,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
     } catch (const std::exception& error) {
       failure = std::current_exception();
       bytes = error.what();
-      header[0] = 1;
+      header[0] = dynamic_cast<const EnvironmentError*>(&error) != nullptr ? 2 : 1;
     }
     header[1] = static_cast<int64_t>(bytes.size());
   }
@@ -72,6 +73,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   }
   MPI_CHECK(MPI_Comm_free(&host));
   if (failure) std::rethrow_exception(failure);
+  if (header[0] == 2) throw EnvironmentError(bytes);
   if (header[0] != 0) throw data::DataError(bytes);
   return index;
 }

@@ -1,5 +1,7 @@
 #include "runtime/data/record_index.h"
 
+#include "common/environment_error.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -158,9 +160,12 @@ TempFolder::TempFolder() {
   remove_orphaned_folders(parent);
   std::string pattern = (parent / fmt::format("{}{}-XXXXXX", temp_folder_prefix, ::getpid())).string();
   if (::mkdtemp(pattern.data()) == nullptr) {
-    throw DataError(fmt::format("cannot create a temporary folder {} for inflated gzip shards; set TMPDIR to a "
-                                "writable folder with room for them",
-                                pattern));
+    const int error = errno;
+    const std::string message = fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set "
+                                            "TMPDIR to a writable folder with room for them",
+                                            pattern, std::strerror(error));
+    if (is_environment_errno(error)) throw EnvironmentError(message);
+    throw DataError(message);
   }
   path_ = pattern;
 }

@@ -390,6 +390,20 @@ class Environment(FaultCase):
                            "free space on that disk")
         self.assertNotIn("allreduce check", self.stdout_text())
 
+    def test_a_tmpdir_with_no_room_for_inflated_gzip_shards(self):
+        records = os.path.join(self.base, "records")
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_dataset_records.py"), records,
+                        "--limit", "64", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL, timeout=120)
+        self.job(SMALL, {"train": os.path.join(records, "tfrecord", "train")})
+        # Open MPI keeps its session directory (PMIx's shared segments) in $TMPDIR too: elsewhere here, so
+        # that it is train's own inflating that finds no room.
+        self.start_wrapped('mkdir -p "$BASE/tmp"; mount -t tmpfs -o size=4k train-test "$BASE/tmp"',
+                           extra_env={"TMPDIR": os.path.join(self.base, "tmp"),
+                                      "OMPI_MCA_orte_tmpdir_base": self.base})
+        code = self.finish()
+        self.assert_failed(code, 74, r"^Rank [01] of 2 on host algo-1 exited with code 74\.$",
+                           "No space left on device", "set TMPDIR to a writable folder with room")
+
     def test_read_only_output_directory_exits_74_without_a_success_file(self):
         self.job(SMALL, {"train": self.folder()})
         self.start_wrapped('mkdir -p "$BASE/output"; mount --bind "$BASE/output" "$BASE/output"; '
