@@ -46,9 +46,17 @@ std::vector<DirectoryProblem> unwritable_directories(const std::vector<std::file
   return problems;
 }
 
-std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, bool checkpoints) {
+std::filesystem::path temporary_directory(const EnvironmentMap& environment) {
+  const auto tmpdir = environment.find("TMPDIR");
+  if (tmpdir == environment.end() || tmpdir->second.empty()) return "/tmp";
+  return tmpdir->second;
+}
+
+std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, bool checkpoints,
+                                                          const EnvironmentMap& environment) {
   std::vector<std::filesystem::path> directories = {paths.model(), paths.output()};
   if (checkpoints) directories.push_back(paths.checkpoints());
+  directories.push_back(temporary_directory(environment));
   return directories;
 }
 
@@ -59,7 +67,8 @@ std::string describe_unwritable(const std::vector<DirectoryProblem>& problems, s
                                                                       : std::string("check that folder")));
   }
   details.push_back("train writes the model to model/, its reports to output/ and checkpoints to checkpoints/ "
-                    "under SAGEMAKER_BASE_DIR (/opt/ml); nothing was trained.");
+                    "under SAGEMAKER_BASE_DIR (/opt/ml), and mpirun's session files and inflated gzip shards to "
+                    "$TMPDIR (/tmp when unset); nothing was trained.");
   const auto& first = problems.front();
   return fmt::format("The job cannot write its results: {} ({}){}.", first.directory.string(),
                      std::strerror(first.error),

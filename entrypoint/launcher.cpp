@@ -66,7 +66,7 @@ class JobRun {
   int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
     become_child_subreaper();
     start_job_report(job_.paths);
-    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains()));
+    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains(), given_environment));
         !problems.empty()) {
       std::vector<std::string> details;
       std::string summary = describe_unwritable(problems, details);

@@ -390,14 +390,26 @@ class Environment(FaultCase):
                            "free space on that disk")
         self.assertNotIn("allreduce check", self.stdout_text())
 
+    def test_a_full_tmpdir_is_found_before_anything_starts(self):
+        # Open MPI's session directory is there: a full TMPDIR failed MPI_Init with PMIx errors and exit 1.
+        self.job(SMALL, {"train": self.folder()})
+        self.start_wrapped('mkdir -p "$BASE/tmp"; mount -t tmpfs -o size=4k train-test "$BASE/tmp"',
+                           extra_env={"TMPDIR": os.path.join(self.base, "tmp")})
+        code = self.finish()
+        self.assert_failed(code, 74, r"^The job cannot write its results: .*/tmp \(No space left on device\)\.$",
+                           "free space on that disk", "$TMPDIR")
+        self.assertNotIn("mpirun command", self.stderr_text())
+
     def test_a_tmpdir_with_no_room_for_inflated_gzip_shards(self):
+        # 128 images a shard: about 86 KB inflated, in a TMPDIR of 64 KiB (room for the launcher's check).
         records = os.path.join(self.base, "records")
         subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_dataset_records.py"), records,
-                        "--limit", "64", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL, timeout=120)
+                        "--limit", "256", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL,
+                       timeout=120)
         self.job(SMALL, {"train": os.path.join(records, "tfrecord", "train")})
         # Open MPI keeps its session directory (PMIx's shared segments) in $TMPDIR too: elsewhere here, so
         # that it is train's own inflating that finds no room.
-        self.start_wrapped('mkdir -p "$BASE/tmp"; mount -t tmpfs -o size=4k train-test "$BASE/tmp"',
+        self.start_wrapped('mkdir -p "$BASE/tmp"; mount -t tmpfs -o size=64k train-test "$BASE/tmp"',
                            extra_env={"TMPDIR": os.path.join(self.base, "tmp"),
                                       "OMPI_MCA_orte_tmpdir_base": self.base})
         code = self.finish()
