@@ -2,39 +2,18 @@
 // checkpoints/ and $TMPDIR, and what it says about those it cannot write.
 #include "entrypoint/job_directories.h"
 
+#include "tests/unit/job_files_fixture.h"
+
 #include <catch2/catch.hpp>
 
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 using namespace train;
 
-namespace {
-
-// A throw-away folder, removed with its content.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "train-directories-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    root_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(root_, ignored);
-  }
-  const std::filesystem::path& path() const { return root_; }
-
- private:
-  std::filesystem::path root_;
-};
-
-}  // namespace
+using train::testing::TempJobDir;
 
 TEST_CASE("job directories: $TMPDIR is tried with model/, output/ and checkpoints/", "[launch]") {
   const JobPaths paths;  // /opt/ml
@@ -48,10 +27,10 @@ TEST_CASE("job directories: $TMPDIR is tried with model/, output/ and checkpoint
 }
 
 TEST_CASE("job directories: a folder that cannot be made is named with its errno", "[launch]") {
-  ScratchDir scratch;
-  const auto file = scratch.path() / "a-file";
-  std::ofstream(file) << "not a folder";
-  const auto writable = scratch.path() / "tmp";
+  TempJobDir scratch;
+  scratch.write("a-file", "not a folder");
+  const auto file = scratch.root() / "a-file";
+  const auto writable = scratch.root() / "tmp";
   const auto problems = unwritable_directories({writable, file / "tmp"});
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].directory == file / "tmp");
