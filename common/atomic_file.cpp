@@ -1,5 +1,7 @@
 #include "common/atomic_file.h"
 
+#include "common/environment_error.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -22,9 +24,6 @@ std::string directory_of(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
-std::runtime_error system_error(std::string_view action, const std::string& path, int error) {
-  return std::runtime_error(fmt::format("cannot {} {}: {}", action, path, std::strerror(error)));
-}
 
 }  // namespace
 
@@ -32,13 +31,13 @@ AtomicFile::AtomicFile(std::string path, mode_t mode) : path_(std::move(path)) {
   const std::string pattern = path_ + std::string(temporary_suffix) + "XXXXXX";
   temporary_ = pattern;
   fd_ = ::mkstemp(temporary_.data());
-  if (fd_ < 0) throw system_error("create", pattern, errno);  // (mkstemp may have changed temporary_)
+  if (fd_ < 0) throw_file_error("create", pattern, errno);  // (mkstemp may have changed temporary_)
   if (::fchmod(fd_, mode) != 0) {
     int saved = errno;
     ::close(fd_);
     ::unlink(temporary_.c_str());
     fd_ = -1;
-    throw system_error("set the mode of", temporary_, saved);
+    throw_file_error("set the mode of", temporary_, saved);
   }
 }
 
@@ -54,7 +53,7 @@ void AtomicFile::write(const void* data, size_t size) {
     ssize_t written = ::write(fd_, next, size);
     if (written < 0) {
       if (errno == EINTR) continue;
-      throw system_error("write", temporary_, errno);
+      throw_file_error("write", temporary_, errno);
     }
     next += written;
     size -= static_cast<size_t>(written);
@@ -68,13 +67,11 @@ void AtomicFile::commit() {
   if (::fsync(fd) != 0) {
     int saved = errno;
     ::close(fd);
-    throw system_error("flush", temporary_, saved);
+    throw_file_error("flush", temporary_, saved);
   }
-  if (::close(fd) != 0) throw system_error("close", temporary_, errno);
+  if (::close(fd) != 0) throw_file_error("close", temporary_, errno);
   if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
-    int saved = errno;
-    throw std::runtime_error(
-        fmt::format("cannot rename {} to {}: {}", temporary_, path_, std::strerror(saved)));
+    throw_file_error("rename", fmt::format("{} to {}", temporary_, path_), errno);
   }
   committed_ = true;
   sync_directory(directory_of(path_));
@@ -88,12 +85,12 @@ void write_file_atomically(const std::string& path, std::string_view content) {
 
 void sync_directory(const std::string& directory) {
   int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw system_error("open the directory", directory, errno);
+  if (fd < 0) throw_file_error("open the directory", directory, errno);
   int synced = ::fsync(fd);
   int saved = errno;
   ::close(fd);
   // Some file systems (and /proc-like ones) refuse fsync on directories; the rename is still done.
-  if (synced != 0 && saved != EINVAL && saved != EROFS) throw system_error("flush the directory", directory, saved);
+  if (synced != 0 && saved != EINVAL && saved != EROFS) throw_file_error("flush the directory", directory, saved);
 }
 
 int remove_stale_temporaries(const std::string& path) {

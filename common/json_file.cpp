@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <set>
 #include <vector>
 
@@ -140,23 +142,55 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
   return document;
 }
 
+namespace {
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a regular file";
+}
+
+}  // namespace
+
 std::string read_small_file(const std::filesystem::path& path, size_t limit) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) {
+  // Opened without blocking and checked before reading: a FIFO (or a device) in a config file's place would
+  // otherwise hang `train` and `train validate` with no word.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
     throw ConfigError(fmt::format("{}: cannot open ({})", path.string(), std::strerror(errno)));
+  }
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw ConfigError(fmt::format("{}: cannot stat ({})", path.string(), std::strerror(error)));
+  }
+  if (!S_ISREG(status.st_mode)) {
+    ::close(fd);
+    throw ConfigError(fmt::format("{}: expected a regular file holding JSON, found {}; replace it with the file",
+                                  path.string(), file_type_name(status.st_mode)));
   }
   std::string content;
   char chunk[65536];
-  while (stream.read(chunk, sizeof chunk) || stream.gcount() > 0) {
-    content.append(chunk, static_cast<size_t>(stream.gcount()));
+  while (true) {
+    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw ConfigError(fmt::format("{}: read failed ({})", path.string(), std::strerror(error)));
+    }
+    if (got == 0) break;
+    content.append(chunk, static_cast<size_t>(got));
     if (content.size() > limit) {
+      ::close(fd);
       throw ConfigError(fmt::format("{}: larger than {} bytes; this is not a job description file",
                                     path.string(), limit));
     }
   }
-  if (stream.bad()) {
-    throw ConfigError(fmt::format("{}: read failed ({})", path.string(), std::strerror(errno)));
-  }
+  ::close(fd);
   return content;
 }
 

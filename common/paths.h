@@ -30,6 +30,9 @@ struct JobPaths {
   std::filesystem::path failure_file() const { return base / "output" / "failure"; }
   std::filesystem::path success_file() const { return base / "output" / "success"; }
   std::filesystem::path checkpoints() const { return base / "checkpoints"; }
+  // The newest checkpoint (runtime/model_io/checkpoint.h has its format): the launcher looks at it after a
+  // stop request to say whether one was written.
+  static constexpr const char* checkpoint_file_name = "checkpoint.safetensors";
 };
 
 }  // namespace train

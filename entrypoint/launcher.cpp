@@ -5,22 +5,27 @@
 #include "common/log.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
+#include "entrypoint/job_directories.h"
 #include "entrypoint/job_report.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
 #include "entrypoint/rank_output_relay.h"
 #include "entrypoint/signal_inbox.h"
+#include "job/rank_reason.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,9 +63,26 @@ class JobRun {
  public:
   JobRun(const JobDescription& job, const LaunchSettings& settings) : job_(job), settings_(settings) {}
 
-  int run(const EnvironmentMap& environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
+  int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
     become_child_subreaper();
     start_job_report(job_.paths);
+    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains(), given_environment));
+        !problems.empty()) {
+      std::vector<std::string> details;
+      std::string summary = describe_unwritable(problems, details);
+      log_error("{}", summary);
+      for (const auto& line : details) log_error("{}", line);
+      write_failure_file(job_.paths, compose_failure_text(summary, details));
+      return exit_code::environment;
+    }
+    EnvironmentMap environment = given_environment;
+    try {
+      reasons_ = std::make_unique<RankReasonFolder>();
+      environment = reasons_->export_to(std::move(environment));
+    } catch (const std::exception& error) {
+      log_info("warning: no folder for the ranks' failure reasons ({}); relying on mpirun to relay them",
+               error.what());
+    }
 
     auto command =
         build_mpirun_command(job_, settings_.rank_program, environment, settings_.mpirun, settings_.hostfile);
@@ -145,6 +167,7 @@ class JobRun {
     if (signal_number == SIGUSR2) return;  // ours to send, not to act on
     if (!stop_signal_) {
       stop_signal_ = signal_number;
+      stop_time_ = std::chrono::system_clock::now();
       stop_deadline_ = clock::now() + settings_.stop_grace;
       log_info("received {}: asking every rank to checkpoint and stop (up to {} s)", signal_name(signal_number),
                settings_.stop_grace.count());
@@ -197,26 +220,65 @@ class JobRun {
     }
   }
 
+  // After a stop request: whether train's ranks wrote a checkpoint since, which the failure file then says
+  // (a second signal, or the grace period running out, can end them before they do).
+  std::string stop_outcome() const {
+    if (!settings_.trains()) return "";
+    struct stat status {};
+    const auto file = job_.paths.checkpoints() / JobPaths::checkpoint_file_name;
+    const bool written =
+        ::stat(file.c_str(), &status) == 0 &&
+        std::chrono::system_clock::time_point(std::chrono::seconds(status.st_mtim.tv_sec) +
+                                              std::chrono::nanoseconds(status.st_mtim.tv_nsec)) >= stop_time_;
+    if (written) return fmt::format(" A checkpoint was written after the stop request ({}): a restarted job resumes "
+                                    "from it.", file.string());
+    return fmt::format(" No checkpoint was written after the stop request (the ranks were ended first); a restarted "
+                       "job resumes from the last earlier checkpoint in {}, if there is one.",
+                       job_.paths.checkpoints().string());
+  }
+
   int report() {
     const int mpirun_code = mpirun_status_ ? exit_code_from_wait_status(*mpirun_status_) : exit_code::internal_error;
     if (stop_signal_) {
       std::string summary = fmt::format(
           "The job was stopped by {} (SageMaker's stop or a spot interruption); the ranks were asked to checkpoint "
-          "and exit, and mpirun then {}.",
-          signal_name(*stop_signal_), mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not exit");
+          "and exit, and mpirun then {}.{}",
+          signal_name(*stop_signal_), mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not exit",
+          stop_outcome());
       log_info("{}", summary);
       write_failure_file(job_.paths, compose_failure_text(summary, {}));
       return exit_code::signal_base + *stop_signal_;
     }
     if (mpirun_status_ && WIFEXITED(*mpirun_status_) && WEXITSTATUS(*mpirun_status_) == 0) {
       log_info("all {} ranks finished successfully", job_.world_size());
-      write_success_file(job_.paths);
-      return exit_code::success;
+      if (write_success_file(job_.paths)) return exit_code::success;
+      // SageMaker takes a job without output/success for a failed one: never exit 0 without it.
+      std::string summary = fmt::format("Training finished, but train could not write {}.",
+                                        job_.paths.success_file().string());
+      log_error("{}", summary);
+      write_failure_file(job_.paths, compose_failure_text(summary, {}));
+      return exit_code::environment;
     }
     std::string summary;
     std::vector<std::string> details;
     int code = mpirun_code;
-    if (const auto failure = messages_.first_failure()) {
+    // The ranks' own accounts (job/rank_reason.h) name the first failing rank even when mpirun did not get
+    // to, and the earliest of them is the first failure, whichever rank mpirun's abort message happens to
+    // name; mpirun's word stands when the rank it names left none (killed by a signal, or on another host).
+    const std::vector<RankReason> reasons = reasons_ ? read_rank_reasons(reasons_->path()) : std::vector<RankReason>{};
+    std::optional<RankFailure> failure = messages_.first_failure();
+    const bool named_rank_has_reason =
+        failure && std::any_of(reasons.begin(), reasons.end(), [&](const RankReason& r) { return r.rank == failure->rank; });
+    if (!reasons.empty() && (!failure || named_rank_has_reason)) {
+      const RankReason& first = reasons.front();
+      failure = RankFailure{first.rank, std::nullopt, std::nullopt, ""};
+      if (first.signal != 0) {
+        failure->signal = first.signal;
+      } else {
+        failure->exit_code = first.exit_code;
+      }
+    }
+    if (failure) {
       // Our name for the host (SageMaker's algo-N), not the machine name mpirun may know it by.
       std::string host = host_of_rank(job_, failure->rank);
       if (host == "?" && !failure->node.empty()) host = failure->node;
@@ -227,6 +289,9 @@ class JobRun {
       summary = fmt::format("Rank {} of {} on host {} {}.", failure->rank, job_.world_size(), host, how);
       if (auto tail = error_tails_.find(failure->rank); tail != error_tails_.end()) {
         details.assign(tail->second.begin(), tail->second.end());
+      }
+      for (const auto& reason : reasons) {
+        if (reason.rank == failure->rank) add_reason(reason, details);
       }
       if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
       if (failure->code() != 0) code = failure->code();
@@ -240,8 +305,19 @@ class JobRun {
     return code == 0 ? exit_code::internal_error : code;
   }
 
+  // The reason's lines as the rank logged them ("[train] error: ..."), unless mpirun relayed them already.
+  static void add_reason(const RankReason& reason, std::vector<std::string>& details) {
+    if (reason.lines.empty()) return;
+    const std::string first = "[train] error: " + reason.lines.front();
+    if (std::find(details.begin(), details.end(), first) != details.end()) return;
+    details.push_back(first);
+    details.insert(details.end(), reason.lines.begin() + 1, reason.lines.end());
+  }
+
   const JobDescription& job_;
   const LaunchSettings& settings_;
+  std::unique_ptr<RankReasonFolder> reasons_;
+  std::chrono::system_clock::time_point stop_time_{};
   ChildProcess mpirun_;
   std::optional<int> mpirun_status_;
   std::optional<int> stop_signal_;

@@ -12,6 +12,7 @@
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/multi_host_settings.h"
 #include "entrypoint/network_probe.h"
+#include "entrypoint/peer_probe.h"
 #include "entrypoint/ranks_on_host.h"
 #include "entrypoint/signal_inbox.h"
 #include "entrypoint/sshd_service.h"
@@ -32,6 +33,9 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr auto progress_every = std::chrono::seconds(15);
+// The master's wait for its peers: each probe's bound, and how often the hosts still silent are listed.
+constexpr auto peer_probe_timeout = std::chrono::milliseconds(1500);
+constexpr auto peers_progress_every = std::chrono::seconds(5);
 
 long long seconds_since(clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::seconds>(clock::now() - start).count();
@@ -80,48 +84,68 @@ std::string resolve_with_retry(const std::string& host, std::chrono::seconds tim
   }
 }
 
-// The master's wait for every other host's sshd; hosts are probed in turn so one slow host does not
-// delay noticing the others.
+// The master's wait for every other host's sshd: all silent hosts are probed at once in rounds (each probe
+// bounded), and the deadline and stop signals are checked every 100 ms meanwhile, so neither waits for a
+// round of slow probes to end.
 void wait_for_peers(const JobDescription& job, const std::vector<std::string>& addresses,
                     const MultiHostSettings& settings, JobWaiter& waiter) {
   const auto start = clock::now();
-  auto next_progress = start + progress_every;
+  const auto deadline = start + settings.peers_timeout;
+  auto next_progress = start + peers_progress_every;
   std::map<size_t, std::string> waiting;  // host index -> last reason
   for (size_t index = 0; index < addresses.size(); ++index) {
     if (job.cluster.hosts[index] != job.cluster.current_host) waiting[index] = "not tried yet";
   }
   log_info("master: waiting up to {} s for the sshd of {} other host(s)", settings.peers_timeout.count(),
            waiting.size());
-  while (!waiting.empty()) {
-    for (auto entry = waiting.begin(); entry != waiting.end();) {
-      if (ssh_answers(addresses[entry->first], settings.ssh_port, std::chrono::milliseconds(1500), &entry->second)) {
-        log_info("master: host {} ({}) answers ({} s)", job.cluster.hosts[entry->first], addresses[entry->first],
-                 seconds_since(start));
-        entry = waiting.erase(entry);
-      } else {
-        ++entry;
-      }
-    }
-    if (waiting.empty()) break;
+  auto silent_hosts = [&] {
     std::vector<std::string> silent;
     for (const auto& [index, why_not] : waiting) {
       silent.push_back(fmt::format("{} ({}): {}", job.cluster.hosts[index], addresses[index], why_not));
     }
-    if (clock::now() - start > settings.peers_timeout) {
+    return silent;
+  };
+  auto keep_going = [&] {
+    if (!waiter.pause(std::chrono::milliseconds(100)) || clock::now() >= deadline) return false;
+    if (clock::now() >= next_progress) {
+      log_info("master: still waiting for {} host(s) ({} s of {} s): {}", waiting.size(), seconds_since(start),
+               settings.peers_timeout.count(), fmt::join(silent_hosts(), "; "));
+      next_progress = clock::now() + peers_progress_every;
+    }
+    return true;
+  };
+  while (!waiting.empty()) {
+    std::vector<size_t> round;
+    std::vector<std::string> round_addresses;
+    for (const auto& [index, why_not] : waiting) {
+      round.push_back(index);
+      round_addresses.push_back(addresses[index]);
+    }
+    const auto results = probe_ssh_in_parallel(round_addresses, settings.ssh_port, peer_probe_timeout, keep_going);
+    if (waiter.stop_signal()) return;
+    for (size_t i = 0; i < round.size(); ++i) {
+      if (results[i].answered) {
+        log_info("master: host {} ({}) answers ({} s)", job.cluster.hosts[round[i]], addresses[round[i]],
+                 seconds_since(start));
+        waiting.erase(round[i]);
+      } else if (!results[i].cut_short) {  // a probe cut short keeps the host's last reason
+        waiting[round[i]] = results[i].why_not;
+      }
+    }
+    if (waiting.empty()) break;
+    if (clock::now() >= deadline) {
       throw HostFailure(exit_code::timed_out,
                         fmt::format("{} host(s) did not answer on port {} within {} s: {}.", waiting.size(),
                                     settings.ssh_port, settings.peers_timeout.count(),
                                     job.cluster.hosts[waiting.begin()->first]),
-                        {fmt::format("Not answering: {}.", fmt::join(silent, "; ")),
+                        {fmt::format("Not answering: {}.", fmt::join(silent_hosts(), "; ")),
                          "Each host's train starts sshd; check that every host started and that port 22 is open "
                          "between them; raise TRAIN_PEERS_TIMEOUT_SECONDS if hosts start slowly."});
     }
-    if (clock::now() >= next_progress) {
-      log_info("master: still waiting ({} s of {} s) for {}", seconds_since(start), settings.peers_timeout.count(),
-               fmt::join(silent, "; "));
-      next_progress = clock::now() + progress_every;
+    // A refused connection returns at once: pause before asking those hosts again.
+    for (int i = 0; i < 5; ++i) {
+      if (!keep_going()) break;
     }
-    if (!waiter.pause(std::chrono::milliseconds(500))) return;
   }
 }
 

@@ -45,9 +45,25 @@ int millis_left(std::chrono::steady_clock::time_point deadline) {
   return static_cast<int>(std::max<long long>(0, left.count()));
 }
 
+// Waits for `events` on `fd` until `deadline`: 1 when they came, 0 on time-out, -1 on an error (errno) or
+// when `cancel_fd` became readable (errno ECANCELED).
+int wait_for(int fd, short events, std::chrono::steady_clock::time_point deadline, int cancel_fd) {
+  while (true) {
+    pollfd waiting[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+    int ready = ::poll(waiting, cancel_fd >= 0 ? 2 : 1, millis_left(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0 && cancel_fd >= 0 && waiting[1].revents != 0) {
+      errno = ECANCELED;
+      return -1;
+    }
+    return ready < 0 ? -1 : ready > 0 ? 1 : 0;
+  }
+}
+
 }  // namespace
 
-int connect_tcp(const std::string& address, int port, std::chrono::milliseconds timeout, std::string* why_not) {
+int connect_tcp(const std::string& address, int port, std::chrono::milliseconds timeout, std::string* why_not,
+                int cancel_fd) {
   sockaddr_in target{};
   target.sin_family = AF_INET;
   target.sin_port = htons(static_cast<uint16_t>(port));
@@ -67,11 +83,7 @@ int connect_tcp(const std::string& address, int port, std::chrono::milliseconds 
       ::close(fd);
       return -1;
     }
-    pollfd waiting{fd, POLLOUT, 0};
-    int ready = 0;
-    do {
-      ready = ::poll(&waiting, 1, millis_left(deadline));
-    } while (ready < 0 && errno == EINTR);
+    int ready = wait_for(fd, POLLOUT, deadline, cancel_fd);
     int error = 0;
     socklen_t size = sizeof error;
     if (ready == 0) {
@@ -88,18 +100,16 @@ int connect_tcp(const std::string& address, int port, std::chrono::milliseconds 
   return fd;
 }
 
-bool ssh_answers(const std::string& address, int port, std::chrono::milliseconds timeout, std::string* why_not) {
+bool ssh_answers(const std::string& address, int port, std::chrono::milliseconds timeout, std::string* why_not,
+                 int cancel_fd) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int fd = connect_tcp(address, port, timeout, why_not);
+  int fd = connect_tcp(address, port, timeout, why_not, cancel_fd);
   if (fd < 0) return false;
   // An SSH server speaks first: "SSH-2.0-...\r\n". Reading that line tells sshd from anything else
   // listening there (and from a port that accepts and then closes, as a dying sshd may).
   auto read_some = [&](char* buffer, size_t size) -> ssize_t {
     while (true) {
-      pollfd waiting{fd, POLLIN, 0};
-      int ready = ::poll(&waiting, 1, millis_left(deadline));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) return -1;
+      if (wait_for(fd, POLLIN, deadline, cancel_fd) <= 0) return -1;
       ssize_t count = ::read(fd, buffer, size);
       if (count < 0 && errno == EINTR) continue;
       return count;

@@ -1,6 +1,7 @@
 #include "entrypoint/rank_exec.h"
 
 #include "job/rank_mark.h"
+#include "job/rank_reason.h"
 
 #include "common/config_error.h"
 #include "common/exit_codes.h"
@@ -11,6 +12,8 @@
 #include "entrypoint/signal_inbox.h"
 #include "job/job_description.h"
 #include "job/rank_environment.h"
+
+#include <fmt/format.h>
 
 #include <csignal>
 #include <ctime>
@@ -64,7 +67,10 @@ int run_rank_exec(const std::vector<std::string>& command) {
     set_current_host_of_rank(job, *identity);
     if (!job.cluster.single_host()) mark_rank_started();
   } catch (const ConfigError& error) {
-    log_error("rank {}: the job description on this host is invalid:\n{}", identity->rank, error.what());
+    const std::string message = fmt::format("rank {}: the job description on this host is invalid:\n{}",
+                                            identity->rank, error.what());
+    write_rank_reason(identity->rank, exit_code::invalid_job, 0, message);
+    log_error("{}", message);
     return exit_code::invalid_job;
   }
 
@@ -103,6 +109,10 @@ int run_rank_exec(const std::vector<std::string>& command) {
   }
 
   if (!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)) {
+    // Which rank failed and how, for the launcher even when mpirun does not say; the reason itself is the
+    // command's error output, which only the relay carries.
+    write_rank_reason(identity->rank, WIFEXITED(*status) ? WEXITSTATUS(*status) : 0,
+                      WIFSIGNALED(*status) ? WTERMSIG(*status) : 0, "");
     write_line(2, rank_end_report(identity->rank, base_name(command.front()), *status));
   }
   reap_exited_children(nullptr);

@@ -11,7 +11,8 @@ namespace train {
 
 class SignalInbox {
  public:
-  // Blocks SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD and SIGUSR2 (and ignores SIGPIPE) for this process.
+  // Blocks SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD and SIGUSR2 (and ignores SIGPIPE) for this process;
+  // other threads that do not block them hand them on to this one.
   SignalInbox();
   ~SignalInbox();
   SignalInbox(const SignalInbox&) = delete;
@@ -24,6 +25,7 @@ class SignalInbox {
  private:
   int fd_ = -1;
   sigset_t previous_mask_{};
+  struct sigaction previous_actions_[6] {};  // of the six signals it takes
 };
 
 // Orphaned descendants are re-parented to this process instead of PID 1 (no-op failure is harmless).

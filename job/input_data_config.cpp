@@ -58,6 +58,32 @@ Enum parse_choice(const nlohmann::json& channel, const char* key, const std::arr
   throw ConfigError(fmt::format("{}: \"{}\": expected {}, got {}", where, key, allowed, describe_json_value(*it)));
 }
 
+// One channel's settings; throws ConfigError naming the channel and the field.
+Channel parse_channel(const std::string& name, const nlohmann::json& settings, const std::string& source) {
+  std::string where = fmt::format("{}: channel \"{}\"", source, name);
+  if (!settings.is_object()) {
+    throw ConfigError(fmt::format("{}: expected an object such as {{\"TrainingInputMode\": \"File\"}}, got {}",
+                                  where, describe_json_value(settings)));
+  }
+  Channel channel;
+  channel.name = name;
+  channel.mode = parse_choice(settings, "TrainingInputMode", std::array{"File", "Pipe", "FastFile"}, InputMode::file,
+                              where);
+  channel.distribution = parse_choice(settings, "S3DistributionType",
+                                      std::array{"FullyReplicated", "ShardedByS3Key"},
+                                      S3Distribution::fully_replicated, where);
+  channel.record_wrapper =
+      parse_choice(settings, "RecordWrapperType", std::array{"None", "RecordIO"}, RecordWrapper::none, where);
+  if (auto type = settings.find("ContentType"); type != settings.end() && !type->is_null()) {
+    if (!type->is_string()) {
+      throw ConfigError(fmt::format("{}: \"ContentType\": expected a string such as \"application/x-image\", got {}",
+                                    where, describe_json_value(*type)));
+    }
+    channel.content_type = type->get<std::string>();
+  }
+  return channel;
+}
+
 }  // namespace
 
 InputDataConfig parse_input_data_config(const nlohmann::json& document, const std::string& source) {
@@ -67,35 +93,21 @@ InputDataConfig parse_input_data_config(const nlohmann::json& document, const st
   }
   InputDataConfig config;
   config.document = document;
+  ConfigProblems problems;  // every channel's problems at once, as `train validate` promises
   for (const auto& [name, settings] : document.items()) {
     if (!is_valid_channel_name(name)) {
-      throw ConfigError(fmt::format("{}: channel name {} is not allowed: use 1-64 letters, digits, '.', '-' or '_' "
-                                    "(it becomes a directory under input/data)",
-                                    source, quote_json_for_message(nlohmann::json(name))));
+      problems.add(fmt::format("{}: channel name {} is not allowed: use 1-64 letters, digits, '.', '-' or '_' "
+                               "(it becomes a directory under input/data)",
+                               source, quote_json_for_message(nlohmann::json(name))));
+      continue;
     }
-    std::string where = fmt::format("{}: channel \"{}\"", source, name);
-    if (!settings.is_object()) {
-      throw ConfigError(fmt::format("{}: expected an object such as {{\"TrainingInputMode\": \"File\"}}, got {}",
-                                    where, describe_json_value(settings)));
+    try {
+      config.channels.push_back(parse_channel(name, settings, source));
+    } catch (const ConfigError& error) {
+      problems.add(error.what());
     }
-    Channel channel;
-    channel.name = name;
-    channel.mode = parse_choice(settings, "TrainingInputMode", std::array{"File", "Pipe", "FastFile"}, InputMode::file,
-                                where);
-    channel.distribution = parse_choice(settings, "S3DistributionType",
-                                        std::array{"FullyReplicated", "ShardedByS3Key"},
-                                        S3Distribution::fully_replicated, where);
-    channel.record_wrapper =
-        parse_choice(settings, "RecordWrapperType", std::array{"None", "RecordIO"}, RecordWrapper::none, where);
-    if (auto type = settings.find("ContentType"); type != settings.end() && !type->is_null()) {
-      if (!type->is_string()) {
-        throw ConfigError(fmt::format("{}: \"ContentType\": expected a string such as \"application/x-image\", got {}",
-                                      where, describe_json_value(*type)));
-      }
-      channel.content_type = type->get<std::string>();
-    }
-    config.channels.push_back(std::move(channel));
   }
+  problems.throw_if_any();
   std::sort(config.channels.begin(), config.channels.end(),
             [](const Channel& a, const Channel& b) { return a.name < b.name; });
   return config;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace train {
@@ -38,7 +39,7 @@ std::vector<std::string> parse_host_list(const nlohmann::json& value, const std:
                                   source, where, value.is_array() ? std::string("an empty list") : found(value)));
   }
   std::vector<std::string> hosts;
-  std::set<std::string> seen;
+  std::map<std::string, std::string> seen;  // lower-cased -> as listed: DNS names ignore letter case
   for (size_t i = 0; i < value.size(); ++i) {
     const auto& entry = value[i];
     if (!entry.is_string() || !is_valid_host_name(entry.get<std::string>())) {
@@ -46,9 +47,17 @@ std::vector<std::string> parse_host_list(const nlohmann::json& value, const std:
                                     source, where, i, found(entry)));
     }
     const auto& host = entry.get_ref<const std::string&>();
-    if (!seen.insert(host).second) {
-      throw ConfigError(
-          fmt::format("{}: {}: host \"{}\" is listed more than once; every host must appear once", source, where, host));
+    std::string folded = host;
+    std::transform(folded.begin(), folded.end(), folded.begin(),
+                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+    if (auto [first, added] = seen.emplace(folded, host); !added) {
+      if (first->second == host) {
+        throw ConfigError(fmt::format("{}: {}: host \"{}\" is listed more than once; every host must appear once",
+                                      source, where, host));
+      }
+      throw ConfigError(fmt::format("{}: {}: hosts \"{}\" and \"{}\" differ only in letter case, and host names do "
+                                    "not (DNS ignores case), so they name one host twice; every host must appear once",
+                                    source, where, first->second, host));
     }
     hosts.push_back(host);
   }

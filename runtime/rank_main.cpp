@@ -1,11 +1,13 @@
 #include "runtime/rank_main.h"
 
 #include "common/config_error.h"
+#include "common/environment_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "job/rank_mark.h"
+#include "job/rank_reason.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/data/data_error.h"
 #include "runtime/device_pinning.h"
@@ -16,6 +18,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <system_error>
 
 namespace train {
 
@@ -90,8 +93,13 @@ int run_rank_checked() {
   return code;
 }
 
-// Other ranks may be blocked in a collective with this one: abort the whole job rather than hang it.
-int abort_job(int code) {
+// Other ranks may be blocked in a collective with this one: abort the whole job rather than hang it. The
+// reason goes first to the launcher's folder (job/rank_reason.h), then to the log: an abort may end mpirun
+// before it relays the log line.
+int fail_rank(int code, const std::string& message) {
+  const auto identity = rank_identity_from_environment(current_environment());
+  write_rank_reason(identity ? identity->rank : -1, code, 0, message);
+  log_error("{}", message);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -105,17 +113,27 @@ int run_rank() {
   try {
     return run_rank_checked();
   } catch (const ConfigError& error) {
-    log_error("{}", error.what());
-    return abort_job(exit_code::invalid_job);
+    return fail_rank(exit_code::invalid_job, error.what());
+  } catch (const data::DataTimeout& error) {
+    return fail_rank(exit_code::timed_out, error.what());
   } catch (const data::DataError& error) {
-    log_error("{}", error.what());
-    return abort_job(exit_code::invalid_job);
+    return fail_rank(exit_code::invalid_job, error.what());
   } catch (const CollectiveTimeout& error) {
-    log_error("{}", error.what());
-    return abort_job(exit_code::timed_out);
+    return fail_rank(exit_code::timed_out, error.what());
+  } catch (const EnvironmentError& error) {
+    return fail_rank(exit_code::environment, error.what());
+  } catch (const std::system_error& error) {
+    // std::filesystem's errors: a full or read-only disk is the machine's fault, anything else ours.
+    const bool machine = error.code().category() == std::generic_category() ||
+                         error.code().category() == std::system_category();
+    if (machine && is_environment_errno(error.code().value())) {
+      return fail_rank(exit_code::environment,
+                       fmt::format("{}; this is the machine, not the job: {}", error.what(),
+                                   environment_advice(error.code().value())));
+    }
+    return fail_rank(exit_code::internal_error, error.what());
   } catch (const std::exception& error) {
-    log_error("{}", error.what());
-    return abort_job(exit_code::internal_error);
+    return fail_rank(exit_code::internal_error, error.what());
   }
 }
 

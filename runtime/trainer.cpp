@@ -153,17 +153,20 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
   return finish_training();
 }
 
-// The next batch, waiting for the decoder in bounded slices; false at the end of the data.
+// The next batch, waiting for the decoder in bounded slices; false at the end of the data. In Pipe mode the
+// host's reader bounds its own waits (for a FIFO to appear, for each next byte) by the same timeout and
+// sends its more precise reason to every rank: this wait is longer than those, so that reason comes first.
 bool Trainer::next_batch(data::BatchLoader& loader, data::Batch& batch) {
-  const auto deadline = clock::now() + data_timeout_;
+  const std::chrono::seconds limit = data_timeout_ + std::chrono::seconds(settings_.pipe ? 60 : 0);
+  const auto deadline = clock::now() + limit;
   while (true) {
     auto status = loader.next(batch, std::chrono::milliseconds(500));
     if (status == data::BatchLoader::Status::batch) return true;
     if (status == data::BatchLoader::Status::end || status == data::BatchLoader::Status::stopped) return false;
     if (clock::now() > deadline) {
-      throw data::DataError(fmt::format("no training batch arrived within {} s (set TRAIN_DATA_TIMEOUT_SECONDS to "
-                                        "wait longer): the data is unreadable or too slow",
-                                        data_timeout_.count()));
+      throw data::DataTimeout(fmt::format("no training batch arrived within {} s (set TRAIN_DATA_TIMEOUT_SECONDS to "
+                                          "wait longer): the data is unreadable or too slow",
+                                          limit.count()));
     }
   }
 }

@@ -25,26 +25,45 @@ namespace train {
 
 namespace {
 
-// Rank 0's checkpoint file, sent to every rank: on several hosts only the master's checkpoint directory
-// holds it (rank 0 writes it there), and all ranks must resume from the same one.
-std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::path& directory, const std::string& source,
-                                                      int rank, MPI_Comm comm) {
-  std::string bytes;
-  int64_t size = -1;
+// Rank 0's choice of checkpoint, sent to every rank: on several hosts only the master's checkpoint directory
+// holds the files (rank 0 writes them there), and all ranks must resume from the same one. A damaged newest
+// checkpoint is reported and the previous one taken; when none is usable every rank fails with the reason.
+std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::path& directory, int rank, MPI_Comm comm) {
+  std::string bytes;  // the checkpoint, or why none can be used
+  std::string source;
+  int64_t size = -1;  // -1: no checkpoint; -2: none usable (bytes holds the message)
   if (rank == 0) {
-    if (auto file = model_io::read_checkpoint_file(directory)) {
-      bytes = std::move(*file);
+    model_io::CheckpointChoice choice = model_io::choose_checkpoint(directory);
+    for (const auto& problem : choice.rejected) log_error("damaged checkpoint: {}", problem);
+    if (choice.bytes) {
+      if (!choice.rejected.empty()) {
+        const auto aside = model_io::set_aside_damaged_checkpoint(directory);
+        log_info("resuming from the previous checkpoint {} instead; the damaged one is kept as {}",
+                 choice.path.string(), aside.string());
+      }
+      bytes = std::move(*choice.bytes);
+      source = choice.path.string();
       size = static_cast<int64_t>(bytes.size());
+    } else if (choice.found_any()) {
+      bytes = model_io::no_usable_checkpoint_message(directory, choice.rejected);
+      size = -2;
     }
   }
   MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
-  if (size < 0) return std::nullopt;
-  bytes.resize(static_cast<size_t>(size));
+  if (size == -1) return std::nullopt;
+  int64_t length = size == -2 ? static_cast<int64_t>(bytes.size()) : size;
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, comm));
+  bytes.resize(static_cast<size_t>(length));
   constexpr int64_t chunk = int64_t{1} << 30;
-  for (int64_t offset = 0; offset < size; offset += chunk) {
-    int count = static_cast<int>(std::min(chunk, size - offset));
+  for (int64_t offset = 0; offset < length; offset += chunk) {
+    int count = static_cast<int>(std::min(chunk, length - offset));
     MPI_CHECK(MPI_Bcast(bytes.data() + offset, count, MPI_BYTE, 0, comm));
   }
+  if (size == -2) throw ConfigError(bytes);
+  int64_t source_length = static_cast<int64_t>(source.size());
+  MPI_CHECK(MPI_Bcast(&source_length, 1, MPI_INT64_T, 0, comm));
+  source.resize(static_cast<size_t>(source_length));
+  MPI_CHECK(MPI_Bcast(source.data(), static_cast<int>(source_length), MPI_CHAR, 0, comm));
   return model_io::parse_checkpoint(bytes, source);
 }
 
@@ -52,9 +71,17 @@ std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::pat
 
 void Trainer::load_initial_weights() {
   const auto path = *settings_.weights_dir / std::string(model_io::model_weights_file_name);
-  auto file = model_io::read_safetensors(path.string());
-  auto selected = model_io::select_initial_weights(file, path.string(), expected_tensors(engine_->plan().spec),
-                                                   fmt::format("resnet{}", settings_.depth));
+  model_io::InitialWeights selected;
+  try {
+    auto file = model_io::read_safetensors(path.string());
+    selected = model_io::select_initial_weights(file, path.string(), expected_tensors(engine_->plan().spec),
+                                                fmt::format("resnet{}", settings_.depth));
+  } catch (const model_io::SafetensorsError& error) {
+    // The user's input, not train's fault: a damaged or foreign file in the `model` channel.
+    throw ConfigError(fmt::format("the `model` channel's weights cannot be used: {}; give the channel an intact "
+                                  "model.safetensors (a model file train wrote, or a torchvision state dict)",
+                                  error.what()));
+  }
   engine_->import_model(selected.tensors);
   if (identity_.rank == 0) {
     log_info("started from the weights in {}", path.string());
@@ -73,9 +100,9 @@ nlohmann::json Trainer::checkpoint_identity() const {
 }
 
 void Trainer::resume_if_checkpointed() {
-  const auto source = model_io::checkpoint_path(settings_.checkpoint_dir).string();
-  auto checkpoint = shared_checkpoint(settings_.checkpoint_dir, source, identity_.rank, comm_);
+  auto checkpoint = shared_checkpoint(settings_.checkpoint_dir, identity_.rank, comm_);
   if (!checkpoint) return;
+  const std::string& source = checkpoint->source;
   if (auto refusal = model_io::resume_refusal(checkpoint->state, checkpoint_identity(), source)) {
     throw ConfigError(*refusal);
   }

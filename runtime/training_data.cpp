@@ -1,7 +1,9 @@
 #include "runtime/training_data.h"
 
 #include "common/config_error.h"
+#include "common/environment_error.h"
 #include "common/log.h"
+#include "job/hyperparameter_schema.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/data/data_channel.h"
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 namespace train {
 
@@ -33,7 +36,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   data::RecordIndex index;
   std::exception_ptr failure;
   std::string bytes;  // the serialized index, or the failure's message
-  int64_t header[2] = {0, 0};  // failed, bytes
+  int64_t header[2] = {0, 0};  // failed (1: the data, 2: the machine, a full or read-only TMPDIR), bytes
   if (local_rank == 0) {
     try {
       index = build();
@@ -41,7 +44,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
     } catch (const std::exception& error) {
       failure = std::current_exception();
       bytes = error.what();
-      header[0] = 1;
+      header[0] = dynamic_cast<const EnvironmentError*>(&error) != nullptr ? 2 : 1;
     }
     header[1] = static_cast<int64_t>(bytes.size());
   }
@@ -51,10 +54,28 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   for (int64_t offset = 0; offset < header[1]; offset += chunk) {
     MPI_CHECK(MPI_Bcast(bytes.data() + offset, static_cast<int>(std::min(chunk, header[1] - offset)), MPI_BYTE, 0, host));
   }
+  if (!failure && header[0] == 0) {
+    if (local_rank != 0) index = data::parse_record_index(bytes);
+    // Every rank of the host opens the inflated gzip shards, then the folder goes: from here on no rank's
+    // death, SIGKILL included, can leave them on the disk.
+    std::exception_ptr not_held;
+    try {
+      data::hold_temporary_files(index);
+    } catch (const std::exception&) {
+      not_held = std::current_exception();
+    }
+    MPI_CHECK(MPI_Barrier(host));
+    index.inflated.reset();
+    if (not_held) {
+      MPI_CHECK(MPI_Comm_free(&host));
+      std::rethrow_exception(not_held);
+    }
+  }
   MPI_CHECK(MPI_Comm_free(&host));
   if (failure) std::rethrow_exception(failure);
+  if (header[0] == 2) throw EnvironmentError(bytes);
   if (header[0] != 0) throw data::DataError(bytes);
-  return local_rank == 0 ? std::move(index) : data::parse_record_index(bytes);
+  return index;
 }
 
 // Corrupt records found while indexing (skip_corrupt=true): every rank indexes the same files, so rank 0 speaks.
@@ -90,6 +111,7 @@ void TrainingData::open_channels() {
     classes_ = *settings_.num_classes;
     return;
   }
+  std::optional<data::LabelSummary> training_labels;  // real data's; synthetic data has the classes it is told
   if (settings_.data_format == data::DataFormat::synthetic) {
     const int classes = settings_.num_classes.value_or(1000);
     train_source_ = std::make_shared<data::SyntheticSource>(synthetic_samples, classes, settings_.height, settings_.width);
@@ -107,6 +129,7 @@ void TrainingData::open_channels() {
     };
     auto training = data::open_channel(settings_.train_dir.string(), list_dir(settings_.train_list_dir),
                                        settings_.data_format, options);
+    training_labels = training.labels;
     report_corrupt_at_open("training", training, identity_.rank);
     corrupt_at_open_ = training.corrupt_at_open;
     class_names_ = training.class_names;
@@ -119,17 +142,56 @@ void TrainingData::open_channels() {
       validation_source_ = std::const_pointer_cast<data::SampleSource>(validation.source);
     }
   }
-  classes_ = settings_.num_classes.value_or(train_source_->num_classes());
-  if (train_source_->num_classes() > classes_) {
-    throw ConfigError(fmt::format("hyperparameter `num_classes` is {} but the training data has {} classes; "
-                                  "raise num_classes or leave it out to take it from the data",
-                                  classes_, train_source_->num_classes()));
-  }
+  classes_ = training_labels ? classes_from_labels(*training_labels) : train_source_->num_classes();
   if (validation_source_ && validation_source_->num_classes() > classes_) {
     throw ConfigError(fmt::format("the validation data has labels up to {} but the model has {} classes; the "
                                   "validation labels must be classes of the training data",
                                   validation_source_->num_classes() - 1, classes_));
   }
+}
+
+// The training data's labels across the job (with ShardedByS3Key every host holds other files): at least two
+// classes, none at or beyond num_classes, and, when the data sets the number of classes, none far beyond all
+// the others (a mistyped label would silently make a model of that many classes, most of them without a
+// sample). Returns the number of classes. Collective.
+int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
+  int64_t range[2] = {-int64_t{mine.lowest}, mine.highest};  // both by MPI_MAX
+  bounded_allreduce(range, 2, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
+  const int64_t lowest = -range[0], highest = range[1];
+  int64_t below = mine.highest < highest ? mine.highest : mine.below_highest;
+  bounded_allreduce(&below, 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
+  const std::string where = mine.highest == highest ? fmt::format(" ({})", mine.highest_at) : "";
+  const std::string channel = settings_.train_dir.string();
+  const auto* spec = find_hyperparameter("num_classes");
+  const auto most = static_cast<int64_t>(spec->maximum), fewest = static_cast<int64_t>(spec->minimum);
+  if (lowest == highest) {
+    throw data::DataError(fmt::format("the training data in {} has a single class: every sample's label is {}{}; a "
+                                      "classifier needs at least {} classes, so add the other classes' data (an "
+                                      "image folder needs one subfolder per class)",
+                                      channel, highest, where, fewest));
+  }
+  if (settings_.num_classes) {
+    if (highest >= *settings_.num_classes) {
+      throw data::DataError(fmt::format("the training data in {} has the label {}{}, but the hyperparameter "
+                                        "num_classes is {}, so labels must be 0 to {}: fix that label, or raise "
+                                        "num_classes",
+                                        channel, highest, where, *settings_.num_classes, *settings_.num_classes - 1));
+    }
+    return *settings_.num_classes;
+  }
+  if (highest >= most) {
+    throw data::DataError(fmt::format("the training data in {} has the label {}{}, beyond the largest class number "
+                                      "a model can have ({}: num_classes is at most {}); fix that label",
+                                      channel, highest, where, most - 1, most));
+  }
+  if (highest > 2 * (below + 1) + 16) {
+    throw data::DataError(fmt::format("the training data in {} has the label {}{}, far beyond every other label (the "
+                                      "next highest is {}): taken as it is, it would make a model of {} classes, "
+                                      "most of them without a sample; fix that label, or set the hyperparameter "
+                                      "num_classes if the model is meant to have that many classes",
+                                      channel, highest, where, below, highest + 1));
+  }
+  return static_cast<int>(highest + 1);
 }
 
 std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataPosition& start) {

@@ -6,6 +6,7 @@
 
 #include "job/rank_environment.h"
 #include "runtime/data/batch_loader.h"
+#include "runtime/data/label_summary.h"
 #include "runtime/data/pipe_dealer.h"
 #include "runtime/data/sample_source.h"
 #include "runtime/training_settings.h"
@@ -47,6 +48,7 @@ class TrainingData {
 
  private:
   void open_channels();
+  int classes_from_labels(const data::LabelSummary& mine);
   int64_t common_shard_size();
   std::shared_ptr<data::RecordFeed> open_pipe(const data::DataPosition& start);
 

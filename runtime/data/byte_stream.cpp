@@ -233,9 +233,7 @@ std::unique_ptr<ByteStream> open_maybe_gzipped(const std::string& path) {
   return file;
 }
 
-void read_file_range(const std::string& path, uint64_t offset, uint64_t size, std::vector<uint8_t>& bytes,
-                     const std::string& name) {
-  const int fd = open_for_reading(path);
+void read_fd_range(int fd, uint64_t offset, uint64_t size, std::vector<uint8_t>& bytes, const std::string& name) {
   bytes.resize(static_cast<size_t>(size));
   uint64_t done = 0;
   while (done < size) {
@@ -243,7 +241,6 @@ void read_file_range(const std::string& path, uint64_t offset, uint64_t size, st
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       const int error = errno;
-      ::close(fd);
       if (got == 0) {
         throw CorruptDataError(name, offset, fmt::format("expected a record of {} bytes here, but the file ends after {} "
                                                          "(it changed or was truncated since it was indexed)",
@@ -252,6 +249,17 @@ void read_file_range(const std::string& path, uint64_t offset, uint64_t size, st
       throw DataError(fmt::format("{}: read failed at byte offset {}: {}", name, offset + done, errno_text(error)));
     }
     done += static_cast<uint64_t>(got);
+  }
+}
+
+void read_file_range(const std::string& path, uint64_t offset, uint64_t size, std::vector<uint8_t>& bytes,
+                     const std::string& name) {
+  const int fd = open_for_reading(path);
+  try {
+    read_fd_range(fd, offset, size, bytes, name);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
 }

@@ -105,5 +105,7 @@ std::unique_ptr<ByteStream> open_maybe_gzipped(const std::string& path);
 // it cannot be opened or read, and CorruptDataError when the file ends before offset + size.
 void read_file_range(const std::string& path, uint64_t offset, uint64_t size, std::vector<uint8_t>& bytes,
                      const std::string& name);
+// The same from an open descriptor (of a file that may no longer have a name).
+void read_fd_range(int fd, uint64_t offset, uint64_t size, std::vector<uint8_t>& bytes, const std::string& name);
 
 }  // namespace train::data

@@ -238,13 +238,16 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
         folder = align_validation_classes(std::move(folder), training->class_names);
       }
       opened.class_names = folder.classes;
+      for (const int32_t label : folder.labels) {
+        opened.labels.add(label, [&] { return fmt::format("{}/{}", root, folder.classes[static_cast<size_t>(label)]); });
+      }
       opened.folder = folder;
       source = std::make_shared<ImageFolderSource>(std::move(folder), options.image);
       break;
     }
     case DataFormat::image_list: {
       CorruptTally tally(options.skip_corrupt);
-      ImageFolder list = read_image_lists(opened.layout.files, root, tally);
+      ImageFolder list = read_image_lists(opened.layout.files, root, tally, &opened.labels);
       opened.corrupt_at_open = tally.count();
       opened.corrupt_notes = tally.notes();
       opened.folder = list;
@@ -261,6 +264,15 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
                    : index_recordio_files(root, layout.files, layout.idx_files, options.skip_corrupt);
       };
       RecordIndex index = options.share_index ? options.share_index(build) : build();
+      // Inflated shards are read through open descriptors from here on; with no other process to wait for
+      // (share_index releases them itself once the host's ranks hold them), their folder goes now.
+      hold_temporary_files(index);
+      if (!options.share_index) index.inflated.reset();
+      for (const auto& entry : index.entries) {
+        opened.labels.add(entry.label, [&] {
+          return fmt::format("{}, byte offset {}", index.files[entry.file].name, entry.offset);
+        });
+      }
       opened.corrupt_at_open = index.corrupt_skipped;
       opened.corrupt_notes = index.corrupt_notes;
       source = std::make_shared<RecordSource>(std::move(index), options.image);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "runtime/data/image_folder.h"
+#include "runtime/data/label_summary.h"
 #include "runtime/data/record_index.h"
 #include "runtime/data/sample_source.h"
 
@@ -59,6 +60,7 @@ struct OpenedData {
   std::vector<std::string> class_names;        // image folders: subfolder names; otherwise empty
   int64_t corrupt_at_open = 0;                 // corrupt records skipped while indexing
   std::vector<std::string> corrupt_notes;      // the first of them, described
+  LabelSummary labels;                         // every sample's label, summed up
 };
 
 // Opens a channel for training (or, with `training` given, for validation: an image folder's classes

@@ -14,6 +14,13 @@ class DataError : public std::runtime_error {
   explicit DataError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A bounded wait for data that ran out (a Pipe-mode FIFO that never appeared or stopped streaming, a batch
+// that never came): the job ends with the exit code of a wait that ran out, not that of bad data.
+class DataTimeout : public DataError {
+ public:
+  using DataError::DataError;
+};
+
 // A record that cannot be used: a bad checksum, a truncated file, a malformed tf.train.Example or
 // RecordIO header. It carries where (file and byte offset) and why, so that skip_corrupt can count and
 // report it, and the default (failing the job) can say exactly what to fix.

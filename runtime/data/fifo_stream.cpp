@@ -35,7 +35,7 @@ FifoStream::FifoStream(const std::string& path, std::chrono::milliseconds timeou
     if (errno != ENOENT) throw DataError(fmt::format("{}: cannot use the Pipe-mode FIFO: {}", path, std::strerror(errno)));
     check_stop();
     if (clock::now() > deadline) {
-      throw DataError(fmt::format("the Pipe-mode FIFO {} did not appear within {} s; SageMaker creates it when the "
+      throw DataTimeout(fmt::format("the Pipe-mode FIFO {} did not appear within {} s; SageMaker creates it when the "
                                   "channel's data starts to stream: check the channel's S3 location, or set "
                                   "TRAIN_DATA_TIMEOUT_SECONDS to wait longer",
                                   path, timeout_.count() / 1000));
@@ -74,7 +74,7 @@ bool FifoStream::refill() {
       }
     }
     if (clock::now() > deadline) {
-      throw DataError(fmt::format("{}: no data for {} s at byte {} of the stream; SageMaker stopped streaming the "
+      throw DataTimeout(fmt::format("{}: no data for {} s at byte {} of the stream; SageMaker stopped streaming the "
                                   "channel (or set TRAIN_DATA_TIMEOUT_SECONDS to wait longer)",
                                   name(), timeout_.count() / 1000, offset()));
     }

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 #include <system_error>
 #include <utility>
 
@@ -36,30 +39,61 @@ bool is_folder(const fs::path& path) {
   return fs::is_directory(path, error);  // follows symbolic links, as os.walk(followlinks=True)
 }
 
-bool is_file(const fs::path& path) {
-  std::error_code error;
-  return fs::is_regular_file(path, error);
+// A folder's identity, to tell a symbolic link back to a folder above it (which would list the images below
+// it again and again) from a folder seen for the first time.
+struct FolderId {
+  dev_t device;
+  ino_t inode;
+  bool operator==(const FolderId& other) const { return device == other.device && inode == other.inode; }
+};
+
+FolderId folder_id(const fs::path& dir) {
+  struct stat status {};
+  if (::stat(dir.c_str(), &status) != 0) {
+    throw DataError(fmt::format("image folder: cannot look at {}: {}", dir.string(), std::strerror(errno)));
+  }
+  return {status.st_dev, status.st_ino};
 }
 
-// sorted(os.walk(class_dir)) then sorted(files): files ordered by (their folder, their name).
-void collect_images(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& found, int depth) {
-  if (depth > 64) {
-    throw DataError(fmt::format("image folder: {} is nested more than 64 folders deep (a symbolic link loop?)",
-                                dir.string()));
+// sorted(os.walk(class_dir, followlinks=True)) then sorted(files): files ordered by (their folder, their
+// name). `above` holds the folders from the class folder down to `dir`'s parent: a link back to one of them
+// is a loop, reported rather than followed until the path grows too long (which silently repeated a
+// class's images dozens of times).
+void collect_images(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& found,
+                    std::vector<std::pair<FolderId, fs::path>>& above) {
+  const FolderId id = folder_id(dir);
+  for (const auto& [ancestor, ancestor_path] : above) {
+    if (ancestor == id) {
+      throw DataError(fmt::format("image folder: {} leads back to {} (a symbolic link loop), so its images would be "
+                                  "counted again and again; remove or fix that link",
+                                  dir.string(), ancestor_path.string()));
+    }
   }
+  if (above.size() > 64) {
+    throw DataError(fmt::format("image folder: {} is nested more than 64 folders deep", dir.string()));
+  }
+  above.emplace_back(id, dir);
   std::error_code error;
   fs::directory_iterator it(dir, error);
   if (error) throw DataError(fmt::format("image folder: cannot list {}: {}", dir.string(), error.message()));
   for (; it != fs::directory_iterator(); it.increment(error)) {
     const fs::path& path = it->path();
     if (hidden(path)) continue;
-    if (is_folder(path)) {
-      collect_images(path, found, depth + 1);
-    } else if (is_image_file_name(path.filename().string()) && is_file(path)) {
+    std::error_code followed;
+    const auto status = fs::status(path, followed);
+    if (followed && (followed.value() == ELOOP || is_image_file_name(path.filename().string()))) {
+      // A link that leads nowhere (or round in circles) where an image or a folder of them should be.
+      throw DataError(fmt::format("image folder: cannot follow {}: {}; remove or fix that link", path.string(),
+                                  followed.message()));
+    }
+    if (fs::is_directory(status)) {
+      collect_images(path, found, above);
+    } else if (is_image_file_name(path.filename().string()) && fs::is_regular_file(status)) {
       found.emplace_back(dir.string(), path.filename().string());
     }
   }
   if (error) throw DataError(fmt::format("image folder: cannot list {}: {}", dir.string(), error.message()));
+  above.pop_back();
 }
 
 }  // namespace
@@ -108,7 +142,8 @@ ImageFolder scan_image_folder(const std::string& root) {
   std::vector<std::string> empty_classes;
   for (size_t label = 0; label < folder.classes.size(); ++label) {
     std::vector<std::pair<std::string, std::string>> found;
-    collect_images(root_path / folder.classes[label], found, 0);
+    std::vector<std::pair<FolderId, fs::path>> above;
+    collect_images(root_path / folder.classes[label], found, above);
     if (found.empty()) {
       empty_classes.push_back(folder.classes[label]);
       continue;

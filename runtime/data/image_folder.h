@@ -25,8 +25,9 @@ struct ImageFolder {
 // True for the file names an image folder takes (.jpg, .jpeg, .png, any case).
 bool is_image_file_name(std::string_view name);
 
-// Scans `root`. Throws DataError, naming the path, when it does not exist or is not a folder, when it
-// has no class subfolders, or when a class subfolder holds no JPEG or PNG file.
+// Scans `root`, following symbolic links. Throws DataError, naming the path, when it does not exist or is
+// not a folder, when it has no class subfolders, when a class subfolder holds no JPEG or PNG file, or when
+// a symbolic link leads back to a folder above it (a loop) or, in an image's place, nowhere.
 ImageFolder scan_image_folder(const std::string& root);
 
 }  // namespace train::data

@@ -27,7 +27,7 @@ std::vector<std::string> split_tabs(const std::string& line) {
 }  // namespace
 
 ImageFolder read_image_lists(const std::vector<std::string>& lst_paths, const std::string& image_root,
-                             CorruptTally& tally) {
+                             CorruptTally& tally, LabelSummary* labels) {
   ImageFolder list;
   list.root = image_root;
   list.kind = "image list";
@@ -64,6 +64,7 @@ ImageFolder read_image_lists(const std::vector<std::string>& lst_paths, const st
         list.paths.push_back((std::filesystem::path(image_root) / relative).string());
         list.labels.push_back(cls);
         largest = std::max(largest, cls);
+        if (labels) labels->add(cls, [&] { return fmt::format("{}, byte offset {}", path, offset); });
       } catch (const CorruptDataError& error) {
         tally.add(error);
       }

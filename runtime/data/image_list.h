@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/data/image_folder.h"
+#include "runtime/data/label_summary.h"
 #include "runtime/data/record_index.h"
 
 #include <string>
@@ -15,8 +16,9 @@ namespace train::data {
 
 // Reads the .lst files (in the order given; lines in file order) into an image list rooted at
 // `image_root`: classes are "0", "1", ... up to the largest label. A malformed line goes to `tally`
-// (which throws CorruptDataError naming the .lst file and the line's byte offset unless skipping).
+// (which throws CorruptDataError naming the .lst file and the line's byte offset unless skipping). The
+// labels' summary (with the .lst line of the highest) goes to `labels` when given.
 ImageFolder read_image_lists(const std::vector<std::string>& lst_paths, const std::string& image_root,
-                             CorruptTally& tally);
+                             CorruptTally& tally, LabelSummary* labels = nullptr);
 
 }  // namespace train::data

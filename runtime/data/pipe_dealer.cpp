@@ -22,7 +22,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 constexpr int kSliceMs = 100;
 
-enum FrameKind : uint32_t { kRecord = 1, kRepeat = 2, kEndOfShare = 3, kError = 4 };
+enum FrameKind : uint32_t { kRecord = 1, kRepeat = 2, kEndOfShare = 3, kError = 4, kTimeout = 5 };
 
 struct FrameHeader {
   uint32_t kind;
@@ -52,7 +52,7 @@ void wait_for(int fd, short events, const std::atomic<bool>& stop, clock::time_p
     const int ready = ::poll(&descriptor, 1, kSliceMs);
     if (ready > 0) return;
     if (ready < 0 && errno != EINTR) throw DataError(fmt::format("{}: poll failed: {}", what(), std::strerror(errno)));
-    if (clock::now() > deadline) throw DataError(what());
+    if (clock::now() > deadline) throw DataTimeout(what());
   }
 }
 
@@ -123,8 +123,10 @@ void PipeDealer::run() {
       deal_epoch(epoch, epoch - options_.first_epoch, epoch == options_.first_epoch ? options_.first_epoch_skip : 0);
     }
   } catch (const FeedStopped&) {
+  } catch (const DataTimeout& error) {
+    send_error_to_all(error.what(), kTimeout);
   } catch (const std::exception& error) {
-    send_error_to_all(error.what());
+    send_error_to_all(error.what(), kError);
   }
 }
 
@@ -195,11 +197,11 @@ void PipeDealer::send(int local_rank, uint32_t kind, int32_t label, int64_t inde
   write_all(data, size);
 }
 
-void PipeDealer::send_error_to_all(const std::string& message) {
+void PipeDealer::send_error_to_all(const std::string& message, uint32_t kind) {
   for (size_t local = 0; local < sockets_.size(); ++local) {
     if (sockets_[local] < 0) continue;
     try {
-      send(static_cast<int>(local), kError, 0, 0, reinterpret_cast<const uint8_t*>(message.data()), message.size());
+      send(static_cast<int>(local), kind, 0, 0, reinterpret_cast<const uint8_t*>(message.data()), message.size());
     } catch (...) {
       // That rank is gone or stuck; the others still get the reason.
     }
@@ -287,9 +289,11 @@ bool PipeFeed::next(int64_t epoch, FedRecord& record) {
       }
       return false;
     }
-    case kError: {
+    case kError:
+    case kTimeout: {
       std::string message(header.size, '\0');
       receive(message.data(), header.size);
+      if (header.kind == kTimeout) throw DataTimeout(message);
       throw DataError(message);
     }
     default:

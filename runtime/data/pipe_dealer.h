@@ -14,7 +14,7 @@
 // Wire format on each socket, dealer to rank: frames of a 24-byte header {uint32 kind, int32 label,
 // int64 index, uint64 size} and `size` bytes: a record (its encoded image), a repeated record, the end of
 // the rank's share of an epoch (index = epoch; 8 bytes: corrupt records skipped in the stream), or an error
-// (its message). Rank to dealer, once after connecting: its local rank as an int32.
+// or a wait that ran out (its message). Rank to dealer, once after connecting: its local rank as an int32.
 #pragma once
 
 #include "runtime/data/record_feed.h"
@@ -65,7 +65,7 @@ class PipeDealer {
   void run();
   void deal_epoch(int64_t epoch, int64_t fifo_number, int64_t skip);
   void send(int local_rank, uint32_t kind, int32_t label, int64_t index, const uint8_t* data, uint64_t size);
-  void send_error_to_all(const std::string& message);
+  void send_error_to_all(const std::string& message, uint32_t kind);  // an error or a timeout frame
 
   PipeRendezvous rendezvous_;
   PipeDealerOptions options_;

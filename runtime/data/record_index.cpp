@@ -1,9 +1,18 @@
 #include "runtime/data/record_index.h"
 
+#include "common/environment_error.h"
+
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <string_view>
+#include <unistd.h>
 #include <stdexcept>
 #include <system_error>
 
@@ -72,6 +81,7 @@ std::string serialize_record_index(const RecordIndex& index) {
   for (const auto& file : index.files) {
     put_text(out, file.path);
     put_text(out, file.name);
+    put<uint8_t>(out, file.temporary ? 1 : 0);
   }
   put<uint64_t>(out, index.entries.size());
   for (const auto& entry : index.entries) {
@@ -95,11 +105,12 @@ RecordIndex parse_record_index(const std::string& bytes) {
   RecordIndex index;
   index.format = in.get<uint8_t>() == 0 ? RecordFormat::tfrecord : RecordFormat::recordio;
   index.root = in.text();
-  const uint64_t files = in.count(16);
+  const uint64_t files = in.count(17);
   for (uint64_t i = 0; i < files; ++i) {
     RecordFile file;
     file.path = in.text();
     file.name = in.text();
+    file.temporary = in.get<uint8_t>() != 0;
     index.files.push_back(std::move(file));
   }
   const uint64_t entries = in.count(24);
@@ -121,13 +132,40 @@ RecordIndex parse_record_index(const std::string& bytes) {
   return index;
 }
 
+namespace {
+
+constexpr std::string_view temp_folder_prefix = "train-records-";
+
+// Removes the folders in `parent` of processes that are gone: "train-records-PID-XXXXXX" with no process PID.
+void remove_orphaned_folders(const std::filesystem::path& parent) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(temp_folder_prefix, 0) != 0) continue;
+    char* end_of_pid = nullptr;
+    const long pid = std::strtol(name.c_str() + temp_folder_prefix.size(), &end_of_pid, 10);
+    if (pid <= 0 || end_of_pid == nullptr || *end_of_pid != '-') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path(), ignored);
+    }
+  }
+}
+
+}  // namespace
+
 TempFolder::TempFolder() {
   // TMPDIR decides where (it should be a local disk with room for the inflated shards).
-  std::string pattern = (std::filesystem::temp_directory_path() / "train-records-XXXXXX").string();
+  const std::filesystem::path parent = std::filesystem::temp_directory_path();
+  remove_orphaned_folders(parent);
+  std::string pattern = (parent / fmt::format("{}{}-XXXXXX", temp_folder_prefix, ::getpid())).string();
   if (::mkdtemp(pattern.data()) == nullptr) {
-    throw DataError(fmt::format("cannot create a temporary folder {} for inflated gzip shards; set TMPDIR to a "
-                                "writable folder with room for them",
-                                pattern));
+    const int error = errno;
+    const std::string message = fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set "
+                                            "TMPDIR to a writable folder with room for them",
+                                            pattern, std::strerror(error));
+    if (is_environment_errno(error)) throw EnvironmentError(message);
+    throw DataError(message);
   }
   path_ = pattern;
 }
@@ -135,6 +173,33 @@ TempFolder::TempFolder() {
 TempFolder::~TempFolder() {
   std::error_code error;
   std::filesystem::remove_all(path_, error);
+}
+
+HeldFiles::HeldFiles(const std::vector<RecordFile>& files) : fds_(files.size(), -1) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!files[i].temporary) continue;
+    fds_[i] = ::open(files[i].path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fds_[i] < 0) {
+      const int error = errno;
+      for (int fd : fds_) {
+        if (fd >= 0) ::close(fd);
+      }
+      throw DataError(fmt::format("{}: cannot open its inflated copy {}: {}", files[i].name, files[i].path,
+                                  std::strerror(error)));
+    }
+  }
+}
+
+HeldFiles::~HeldFiles() {
+  for (int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void hold_temporary_files(RecordIndex& index) {
+  if (index.held) return;
+  const bool any = std::any_of(index.files.begin(), index.files.end(), [](const RecordFile& f) { return f.temporary; });
+  if (any) index.held = std::make_shared<HeldFiles>(index.files);
 }
 
 }  // namespace train::data

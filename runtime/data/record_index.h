@@ -15,8 +15,9 @@
 namespace train::data {
 
 struct RecordFile {
-  std::string path;  // what is read (for a gzip shard: its uncompressed copy)
-  std::string name;  // what messages call it (the user's file)
+  std::string path;        // what is read (for a gzip shard: its uncompressed copy)
+  std::string name;        // what messages call it (the user's file)
+  bool temporary = false;  // an inflated copy in a TempFolder: read through HeldFiles once it is opened
 };
 
 struct RecordEntry {
@@ -44,7 +45,9 @@ class CorruptTally {
 };
 
 // A folder made for this process and removed with everything in it when the last owner lets go: where
-// gzip-compressed shards are inflated so that their records can be read by offset.
+// gzip-compressed shards are inflated so that their records can be read by offset. Its name holds the
+// process id ($TMPDIR/train-records-PID-XXXXXX): making one also removes the folders of processes that
+// no longer exist (killed before they could remove theirs).
 class TempFolder {
  public:
   TempFolder();
@@ -57,6 +60,22 @@ class TempFolder {
   std::filesystem::path path_;
 };
 
+// Open descriptors of an index's temporary files, by file number (-1 for the others). The files stay
+// readable through them after their folder is removed, which every host removes as soon as all its ranks
+// have opened them: then nothing is left on the disk however a rank ends (a SIGKILL included), since the
+// kernel frees the space with the last descriptor.
+class HeldFiles {
+ public:
+  explicit HeldFiles(const std::vector<RecordFile>& files);  // throws DataError naming a file it cannot open
+  ~HeldFiles();
+  HeldFiles(const HeldFiles&) = delete;
+  HeldFiles& operator=(const HeldFiles&) = delete;
+  int fd(uint32_t file) const { return file < fds_.size() ? fds_[file] : -1; }
+
+ private:
+  std::vector<int> fds_;
+};
+
 enum class RecordFormat { tfrecord, recordio };
 
 struct RecordIndex {
@@ -67,10 +86,15 @@ struct RecordIndex {
   int num_classes = 0;                 // the largest label + 1
   int64_t corrupt_skipped = 0;         // found while indexing (skip_corrupt=true)
   std::vector<std::string> corrupt_notes;
-  std::shared_ptr<TempFolder> inflated;  // keeps inflated gzip shards alive
+  std::shared_ptr<TempFolder> inflated;  // keeps inflated gzip shards alive (until they are held)
+  std::shared_ptr<HeldFiles> held;       // the temporary files, open (hold_temporary_files)
 
   int64_t size() const { return static_cast<int64_t>(entries.size()); }
 };
+
+// Opens the index's temporary files into `index.held` (once; nothing to do without temporary files). After
+// every process reading them has done so, the TempFolder can go: release it with `index.inflated.reset()`.
+void hold_temporary_files(RecordIndex& index);
 
 // The index as bytes and back, so that one process per host can build it and hand it to the others
 // (every rank scanning every file would read the data set once per rank). `inflated` does not travel:

@@ -40,7 +40,11 @@ std::string RecordSource::describe() const {
 std::pair<const uint8_t*, size_t> RecordSource::unwrap(const RecordEntry& entry, std::vector<uint8_t>& record,
                                                        std::vector<uint8_t>& reassembled) const {
   const RecordFile& file = index_.files[entry.file];
-  read_file_range(file.path, entry.offset, entry.length, record, file.name);
+  if (const int fd = index_.held ? index_.held->fd(entry.file) : -1; fd >= 0) {
+    read_fd_range(fd, entry.offset, entry.length, record, file.name);  // an inflated copy, perhaps unlinked
+  } else {
+    read_file_range(file.path, entry.offset, entry.length, record, file.name);
+  }
   if (index_.format == RecordFormat::tfrecord) {
     const auto [data, size] = check_tfrecord(record.data(), record.size(), file.name, entry.offset);
     try {

@@ -151,8 +151,13 @@ RecordIoImage parse_recordio_image(const uint8_t* data, size_t size, const std::
 }
 
 int32_t class_from_float_label(double label, const std::string& name, uint64_t offset) {
-  if (!std::isfinite(label) || label < 0 || label != std::floor(label) || label > 16777216.0) {
+  if (!std::isfinite(label) || label < 0 || label != std::floor(label)) {
     throw CorruptDataError(name, offset, fmt::format("label {} is not a class number (expected a whole number from 0)", label));
+  }
+  // Beyond 2^24 a float label no longer holds every whole number, and no model has that many classes.
+  if (label > 16777216.0) {
+    throw CorruptDataError(name, offset, fmt::format("label {:.0f} is far too large to be a class number; fix the label",
+                                                     label));
   }
   return static_cast<int32_t>(label);
 }

@@ -1,5 +1,6 @@
 #include "runtime/data/tfrecord.h"
 
+#include "common/environment_error.h"
 #include "runtime/data/crc32c.h"
 #include "runtime/data/protobuf_reader.h"
 #include "runtime/data/tf_example.h"
@@ -7,8 +8,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 
 namespace train::data {
 
@@ -131,19 +134,27 @@ void index_tfrecord_stream(ByteStream& stream, uint32_t file, const TfRecordOpti
 
 namespace {
 
+// A failed write of the inflated copy: the machine's fault (EnvironmentError) when its disk is full or
+// read-only, else the data's.
+[[noreturn]] void inflating_failed(const std::string& target, const std::string& path, int error) {
+  const std::string message = fmt::format("cannot write {} (inflating {}): {}; set TMPDIR to a writable folder with "
+                                          "room for an uncompressed copy of every gzip shard",
+                                          target, path, std::strerror(error));
+  if (is_environment_errno(error)) throw EnvironmentError(message);
+  throw DataError(message);
+}
+
 // Inflates `path` into `target`; a damaged or truncated gzip stream keeps what was inflated before it.
 void inflate_file(const std::string& path, const std::string& target, CorruptTally& tally) {
   GzipStream gzip(std::make_unique<FileStream>(path));
   std::FILE* out = std::fopen(target.c_str(), "wb");
-  if (out == nullptr) throw DataError(fmt::format("cannot write {} (inflating {}); set TMPDIR to a writable folder with room", target, path));
+  if (out == nullptr) inflating_failed(target, path, errno);
   std::vector<uint8_t> buffer(size_t{1} << 20);
   try {
     for (;;) {
       const size_t got = gzip.read(buffer.data(), buffer.size());
       if (got == 0) break;
-      if (std::fwrite(buffer.data(), 1, got, out) != got) {
-        throw DataError(fmt::format("cannot write {} (inflating {}): the disk may be full; set TMPDIR to a folder with room", target, path));
-      }
+      if (std::fwrite(buffer.data(), 1, got, out) != got) inflating_failed(target, path, errno);
     }
   } catch (const CorruptDataError& error) {
     std::fclose(out);
@@ -153,7 +164,7 @@ void inflate_file(const std::string& path, const std::string& target, CorruptTal
     std::fclose(out);
     throw;
   }
-  if (std::fclose(out) != 0) throw DataError(fmt::format("cannot write {} (inflating {}): the disk may be full", target, path));
+  if (std::fclose(out) != 0) inflating_failed(target, path, errno);
 }
 
 }  // namespace
@@ -173,6 +184,7 @@ RecordIndex index_tfrecord_files(const std::string& root, const std::vector<std:
         if (!index.inflated) index.inflated = std::make_shared<TempFolder>();
         file.path = (index.inflated->path() / fmt::format("{}.tfrecord", index.files.size())).string();
         file.name = path + " (uncompressed)";
+        file.temporary = true;
         inflate_file(path, file.path, tally);
       }
     }

@@ -1,21 +1,29 @@
 #include "runtime/model_io/checkpoint.h"
 
 #include "common/atomic_file.h"
+#include "common/environment_error.h"
+#include "runtime/model_io/tensor_checksums.h"
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace train::model_io {
 
 namespace {
 
 constexpr std::string_view format_value = "train checkpoint";
-constexpr std::string_view format_version = "1";
+constexpr std::string_view format_version = "2";            // what is written: with tensor checksums
+constexpr std::string_view format_version_unchecked = "1";  // still read: written before checksums
+constexpr std::string_view damaged_checkpoint_file_name = "checkpoint.damaged.safetensors";
 
 bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
@@ -75,6 +83,10 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& directory) {
   return directory / checkpoint_file_name;
 }
 
+std::filesystem::path previous_checkpoint_path(const std::filesystem::path& directory) {
+  return directory / previous_checkpoint_file_name;
+}
+
 void write_checkpoint(const std::filesystem::path& directory, const CheckpointState& state,
                       const std::vector<TensorView>& model, const std::vector<TensorView>& momentum) {
   std::map<std::string_view, const TensorView*> parameters;
@@ -104,13 +116,32 @@ void write_checkpoint(const std::filesystem::path& directory, const CheckpointSt
     throw std::invalid_argument(fmt::format("checkpoint state cannot be written: {}", error.what()));
   }
 
-  std::filesystem::create_directories(directory);
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) throw_file_error("create the checkpoint directory", directory.string(), error.value());
   const std::string path = checkpoint_path(directory).string();
+  const std::string previous = previous_checkpoint_path(directory).string();
   remove_stale_temporaries(path);
-  write_safetensors(path, tensors,
-                    {{"format", std::string(format_value)},
-                     {"format_version", std::string(format_version)},
-                     {"state", state_text}});
+  remove_stale_temporaries(previous);
+  const Metadata metadata = with_tensor_checksums(tensors, {{"format", std::string(format_value)},
+                                                            {"format_version", std::string(format_version)},
+                                                            {"state", state_text}});
+  AtomicFile file(path);
+  write_safetensors(file, tensors, metadata);
+  // The new file is complete: the one it replaces becomes the previous checkpoint. A crash between the two
+  // renames leaves no newest file, and the reader takes the previous one.
+  if (::rename(path.c_str(), previous.c_str()) != 0 && errno != ENOENT) {
+    throw_file_error("keep the previous checkpoint as", previous, errno);
+  }
+  file.commit();
+}
+
+std::filesystem::path set_aside_damaged_checkpoint(const std::filesystem::path& directory) {
+  const std::filesystem::path damaged = directory / damaged_checkpoint_file_name;
+  if (::rename(checkpoint_path(directory).c_str(), damaged.c_str()) != 0) {
+    throw_file_error("set aside the damaged checkpoint as", damaged.string(), errno);
+  }
+  return damaged;
 }
 
 namespace {
@@ -122,15 +153,19 @@ Checkpoint checkpoint_from(SafetensorsFile file, const std::string& source) {
                                        source, format_value));
   }
   auto version = file.metadata.find("format_version");
-  if (version == file.metadata.end() || version->second != format_version) {
-    throw SafetensorsError(fmt::format("{}: checkpoint format version {}, this train reads version {}", source,
-                                       version == file.metadata.end() ? "(none)" : version->second,
-                                       format_version));
+  if (version == file.metadata.end() ||
+      (version->second != format_version && version->second != format_version_unchecked)) {
+    throw SafetensorsError(fmt::format("{}: checkpoint format version {}, this train reads versions {} and {}",
+                                       source, version == file.metadata.end() ? "(none)" : version->second,
+                                       format_version_unchecked, format_version));
   }
+  // The reader has checked the checksums that are there; from version 2 on they must be there.
+  if (version->second == format_version) verify_tensor_checksums(file, source, /*required=*/true);
   auto state = file.metadata.find("state");
   if (state == file.metadata.end()) throw SafetensorsError(fmt::format("{}: checkpoint has no state", source));
 
   Checkpoint checkpoint;
+  checkpoint.source = source;
   checkpoint.state = parse_state(state->second, source);
   for (auto& tensor : file.tensors) {
     if (starts_with(tensor.name, momentum_prefix)) {
@@ -161,14 +196,66 @@ std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory
   return checkpoint_from(read_safetensors(path.string()), path.string());
 }
 
-std::optional<std::string> read_checkpoint_file(const std::filesystem::path& directory) {
-  const std::filesystem::path path = checkpoint_path(directory);
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
-  std::ifstream file(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (!file && !file.eof()) throw SafetensorsError(fmt::format("{}: cannot read the checkpoint", path.string()));
+namespace {
+
+// The bytes of a checkpoint file, or nullopt when there is none. Opened without blocking, so that
+// something else in its place (a FIFO) is refused instead of waited on.
+std::optional<std::string> read_checkpoint_bytes(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return std::nullopt;
+  if (fd < 0) throw SafetensorsError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  struct stat status {};
+  std::string bytes;
+  std::string problem;
+  if (::fstat(fd, &status) != 0) {
+    problem = fmt::format("cannot stat: {}", std::strerror(errno));
+  } else if (!S_ISREG(status.st_mode)) {
+    problem = "not a regular file";
+  } else {
+    bytes.resize(static_cast<size_t>(status.st_size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        problem = got == 0 ? "cannot read: the file became shorter while it was read"
+                           : fmt::format("cannot read: {}", std::strerror(errno));
+        break;
+      }
+      done += static_cast<size_t>(got);
+    }
+  }
+  ::close(fd);
+  if (!problem.empty()) throw SafetensorsError(fmt::format("{}: {}", path.string(), problem));
   return bytes;
+}
+
+}  // namespace
+
+CheckpointChoice choose_checkpoint(const std::filesystem::path& directory) {
+  CheckpointChoice choice;
+  for (const auto& path : {checkpoint_path(directory), previous_checkpoint_path(directory)}) {
+    try {
+      auto bytes = read_checkpoint_bytes(path);
+      if (!bytes) continue;
+      parse_checkpoint(*bytes, path.string());  // whole, consistent, checksums right
+      choice.bytes = std::move(bytes);
+      choice.path = path;
+      return choice;
+    } catch (const SafetensorsError& error) {
+      choice.rejected.push_back(error.what());
+    }
+  }
+  return choice;
+}
+
+std::string no_usable_checkpoint_message(const std::filesystem::path& directory,
+                                         const std::vector<std::string>& rejected) {
+  return fmt::format("no checkpoint in {} can be resumed from: {}. Delete the damaged file{} to start training "
+                     "afresh (rm {}/checkpoint*.safetensors), or put back a good copy (SageMaker keeps the job's "
+                     "checkpoints in its S3 checkpoint location)",
+                     directory.string(), fmt::join(rejected, "; "), rejected.size() == 1 ? "" : "s",
+                     directory.string());
 }
 
 Checkpoint parse_checkpoint(std::string_view bytes, std::string_view source) {

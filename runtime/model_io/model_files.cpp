@@ -1,7 +1,9 @@
 #include "runtime/model_io/model_files.h"
 
 #include "common/atomic_file.h"
+#include "common/environment_error.h"
 #include "runtime/model_io/safetensors.h"
+#include "runtime/model_io/tensor_checksums.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -55,9 +57,13 @@ ModelDescription parse_model_json(std::string_view text, std::string_view source
 void write_model_files(const std::filesystem::path& directory, const std::vector<TensorView>& tensors,
                        const ModelDescription& description) {
   std::string json = model_json_text(description);  // checks before anything is written
-  std::filesystem::create_directories(directory);
-  // "format": "pt" is what Hugging Face's loaders look for to treat the file as PyTorch's.
-  Metadata metadata{{"format", "pt"}, {"arch", description.arch()}, {"framework", "train"}};
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) throw_file_error("create the model directory", directory.string(), error.value());
+  // "format": "pt" is what Hugging Face's loaders look for to treat the file as PyTorch's; the checksums
+  // let a `model` channel that is given this file back find damage.
+  Metadata metadata = with_tensor_checksums(tensors, {{"format", "pt"}, {"arch", description.arch()},
+                                                      {"framework", "train"}});
   write_safetensors((directory / model_weights_file_name).string(), tensors, metadata);
   write_file_atomically((directory / model_description_file_name).string(), json);
 }

@@ -1,6 +1,7 @@
 #include "runtime/model_io/safetensors.h"
 
 #include "common/atomic_file.h"
+#include "runtime/model_io/tensor_checksums.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -397,13 +398,17 @@ std::string encode_safetensors(const std::vector<TensorView>& tensors, const Met
   return bytes;
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors, const Metadata& metadata) {
+void write_safetensors(AtomicFile& file, const std::vector<TensorView>& tensors, const Metadata& metadata) {
   std::vector<size_t> sizes;
-  std::string header = make_header(tensors, metadata, path, sizes);
-  AtomicFile file(path);
+  std::string header = make_header(tensors, metadata, file.path(), sizes);
   file.write(length_prefix(header.size()));
   file.write(header);
   for (size_t i = 0; i < tensors.size(); ++i) file.write(tensors[i].data, sizes[i]);
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors, const Metadata& metadata) {
+  AtomicFile file(path);  // removed again if the tensors are refused
+  write_safetensors(file, tensors, metadata);
   file.commit();
 }
 
@@ -421,11 +426,13 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
     if (!tensor.data.empty()) std::memcpy(tensor.data.data(), data + entry.begin, tensor.data.size());
     file.tensors.push_back(std::move(tensor));
   }
+  verify_tensor_checksums(file, source, /*required=*/false);
   return file;
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  FileHandle fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Non-blocking: a FIFO in the file's place must be refused (below), not wait for a writer forever.
+  FileHandle fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat status {};
   if (::fstat(fd.get(), &status) != 0) fail(path, fmt::format("cannot stat: {}", std::strerror(errno)));
@@ -454,6 +461,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
     if (!read_at(fd.get(), tensor.data.data(), tensor.data.size(), data_start + entry.begin)) read_failed();
     file.tensors.push_back(std::move(tensor));
   }
+  verify_tensor_checksums(file, path, /*required=*/false);
   return file;
 }
 

@@ -10,10 +10,12 @@
 // The writer stores the tensors contiguously in the order given. The reader takes files from users (the
 // `model` channel), so it trusts nothing: the header length must fit the file, the JSON must be valid
 // and free of duplicate names, every dtype must be known, every tensor's bytes must be exactly its shape's,
-// and the tensors' byte ranges must lie inside the data, not overlap, and cover it without gaps. Each
+// and the tensors' byte ranges must lie inside the data, not overlap, and cover it without gaps; a file
+// that carries checksums of its tensors (tensor_checksums.h: every file train writes) must match them. Each
 // problem is a SafetensorsError whose message names the file, the tensor and what is wrong.
 #pragma once
 
+#include "common/atomic_file.h"
 #include "runtime/model_io/tensor.h"
 
 #include <cstdint>
@@ -47,10 +49,14 @@ struct SafetensorsFile {
 std::string encode_safetensors(const std::vector<TensorView>& tensors, const Metadata& metadata = {},
                                std::string_view source = "safetensors");
 
-// Writes the file atomically (see entrypoint/atomic_file.h): `path` holds either its old content or the
+// Writes the file atomically (see common/atomic_file.h): `path` holds either its old content or the
 // complete new file. Streams the tensors' bytes from the caller's buffers, without a copy of the file.
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const Metadata& metadata = {});
+
+// The same into `file` without committing it, for a writer that must do something between the complete
+// new file and its rename (a checkpoint keeps the one it replaces).
+void write_safetensors(AtomicFile& file, const std::vector<TensorView>& tensors, const Metadata& metadata = {});
 
 // Reads and validates a whole file. Throws SafetensorsError for any fault in the file (see above) and
 // for I/O errors, naming `path`.

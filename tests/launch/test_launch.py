@@ -182,6 +182,10 @@ class LaunchTestCase(unittest.TestCase):
             self.assertIsNotNone(unshare, "the PID-1 tests need util-linux's unshare")
             # --kill-child: if the test kills unshare, the kernel ends train and its whole PID namespace.
             command = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"] + command
+        return self.start_command(command, extra_env)
+
+    def start_command(self, command, extra_env=None):
+        """Starts `command` (train, or something that runs it) with the job's environment and output files."""
         self.stdout_file = open(self.stdout_path, "wb")
         self.stderr_file = open(self.stderr_path, "wb")
         self.addCleanup(self.stdout_file.close)

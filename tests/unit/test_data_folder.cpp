@@ -82,3 +82,39 @@ TEST_CASE("image folder: clear errors naming the path", "[data]") {
                         Catch::Contains(dir / "root") && Catch::Contains("class subfolder dog;"));
   }
 }
+
+TEST_CASE("image folder: symbolic links are followed, loops and dead links reported", "[data]") {
+  TempDir dir;
+  dir.mkdir("root/cat/more");
+  dir.mkdir("root/dog");
+  dir.mkdir("elsewhere");
+  touch(dir / "root/cat/1.jpg");
+  touch(dir / "root/cat/more/2.jpg");
+  touch(dir / "root/dog/3.jpg");
+  touch(dir / "elsewhere/4.jpg");
+  // A link to a folder outside is followed, as os.walk(followlinks=True) does.
+  std::filesystem::create_directory_symlink(dir / "elsewhere", dir / "root/dog/linked");
+  ImageFolder folder = scan_image_folder(dir / "root");
+  CHECK(folder.paths == std::vector<std::string>{dir / "root/cat/1.jpg", dir / "root/cat/more/2.jpg",
+                                                 dir / "root/dog/3.jpg", dir / "root/dog/linked/4.jpg"});
+
+  SECTION("a link back to a folder above: a loop, named, not a class repeated until the path is too long") {
+    std::filesystem::create_directory_symlink(dir / "root/cat", dir / "root/cat/more/again");
+    REQUIRE_THROWS_AS(scan_image_folder(dir / "root"), DataError);
+    REQUIRE_THROWS_WITH(scan_image_folder(dir / "root"),
+                        "image folder: " + dir / "root/cat/more/again" + " leads back to " + dir / "root/cat" +
+                            " (a symbolic link loop), so its images would be counted again and again; remove or "
+                            "fix that link");
+  }
+  SECTION("a link to itself") {
+    std::filesystem::create_symlink(dir / "root/dog/self", dir / "root/dog/self");
+    REQUIRE_THROWS_WITH(scan_image_folder(dir / "root"),
+                        Catch::StartsWith("image folder: cannot follow " + dir / "root/dog/self" + ": ") &&
+                            Catch::Contains("remove or fix that link"));
+  }
+  SECTION("an image that is a link to nothing") {
+    std::filesystem::create_symlink(dir / "gone.jpg", dir / "root/dog/5.jpg");
+    REQUIRE_THROWS_WITH(scan_image_folder(dir / "root"),
+                        Catch::StartsWith("image folder: cannot follow " + dir / "root/dog/5.jpg" + ": "));
+  }
+}

@@ -8,6 +8,13 @@
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <set>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <iterator>
 
 using namespace train::data;
 using namespace train::data::testing;
@@ -145,8 +152,11 @@ TEST_CASE("data formats: a record index travels as bytes, share_index decides wh
   std::string travelled;
   options.share_index = [&](const std::function<RecordIndex()>& build) {
     ++builds;
-    travelled = serialize_record_index(build());
-    return parse_record_index(travelled);  // what the host's other ranks get
+    RecordIndex built = build();
+    travelled = serialize_record_index(built);
+    RecordIndex received = parse_record_index(travelled);  // what the host's other ranks get
+    hold_temporary_files(received);  // before the builder's folder of inflated shards goes, as on a host
+    return received;
   };
   for (const std::string& channel : {set.tfrecord, set.recordio}) {
     const auto shared = open_channel(channel, std::nullopt, DataFormat::detect, options);
@@ -167,4 +177,85 @@ TEST_CASE("data formats: a record index travels as bytes, share_index decides wh
   CHECK(builds == 2);
   CHECK_THROWS_AS(parse_record_index(travelled.substr(0, travelled.size() - 3)), DataError);
   CHECK_THROWS_AS(parse_record_index("not an index"), DataError);
+}
+
+static std::string text_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_CASE("data formats: every format sums up its labels and says where the highest one is", "[data]") {
+  TempDir dir;
+  const auto set = write_generated_data_set(dir.path(), generated_images());  // labels 0, 1, 2
+  const auto check = [](const OpenedData& opened, const std::string& where) {
+    CHECK(opened.labels.lowest == 0);
+    CHECK(opened.labels.highest == 2);
+    CHECK(opened.labels.below_highest == 1);
+    CHECK(opened.labels.highest_at == where);
+  };
+  check(open_channel(set.folder, std::nullopt, DataFormat::detect, small_options()), set.folder + "/cow");
+  // The first record of label 2 is sample 9: in the second plain shard, after four records.
+  const auto tfrecord = open_channel(set.tfrecord, std::nullopt, DataFormat::detect, small_options());
+  check(tfrecord, tfrecord.labels.highest_at);
+  CHECK_THAT(tfrecord.labels.highest_at,
+             Catch::StartsWith(set.tfrecord + "/train-00001-of-00003, byte offset ") && !Catch::EndsWith("offset 0"));
+  const auto recordio = open_channel(set.recordio, std::nullopt, DataFormat::detect, small_options());
+  CHECK_THAT(recordio.labels.highest_at, Catch::StartsWith(set.recordio + "/data.rec, byte offset "));
+  check(recordio, recordio.labels.highest_at);
+
+  // One mistyped label in an .lst file: its line is named (the trainer then refuses it, see training_data.cpp).
+  const std::string lst = set.list_lists + "/train.lst";
+  std::string text = text_of(lst);
+  const size_t line = text.find("\n3\t") + 1;
+  const size_t label = text.find('\t', line) + 1;
+  text.replace(label, text.find('\t', label) - label, "1000000");
+  write_bytes(lst, Bytes(text.begin(), text.end()));
+  const auto list = open_channel(set.list_images, set.list_lists, DataFormat::detect, small_options());
+  CHECK(list.labels.highest == 1000000);
+  CHECK(list.labels.below_highest == 2);
+  CHECK(list.labels.highest_at == fmt::format("{}, byte offset {}", lst, line));
+}
+
+TEST_CASE("data formats: a label too large for a class number is named as such", "[data]") {
+  TempDir dir;
+  const auto set = write_generated_data_set(dir.path(), generated_images());
+  const std::string lst = set.list_lists + "/train.lst";
+  std::string text = text_of(lst);
+  const size_t label = text.find('\t') + 1;
+  text.replace(label, text.find('\t', label) - label, "1e9");
+  write_bytes(lst, Bytes(text.begin(), text.end()));
+  CHECK_THROWS_WITH(open_channel(set.list_images, set.list_lists, DataFormat::detect, small_options()),
+                    Catch::StartsWith(lst + ", byte offset 0: label 1000000000 is far too large to be a class number"));
+}
+
+TEST_CASE("data formats: inflated gzip shards leave nothing in TMPDIR, even after a process is killed", "[data]") {
+  TempDir dir, tmp;
+  const auto set = write_generated_data_set(dir.path(), generated_images());
+  const char* saved = std::getenv("TMPDIR");
+  const std::string saved_value = saved ? saved : "";
+  ::setenv("TMPDIR", tmp.path().c_str(), 1);
+  // The folder of a process that was killed while inflating (its pid no longer exists), and one of a live one.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(dead > 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string orphan = fmt::format("train-records-{}-AbCdEf", dead);
+  const std::string alive = fmt::format("train-records-{}-GhIjKl", ::getpid());
+  tmp.mkdir(orphan);
+  tmp.mkdir(alive);
+  write_bytes(tmp.path() / orphan / "0.tfrecord", Bytes{1, 2, 3});
+
+  const auto opened = open_channel(set.tfrecord, std::nullopt, DataFormat::detect, small_options());
+  std::set<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path())) left.insert(entry.path().filename());
+  // The dead process's folder is gone, this one's inflated shard is unlinked already, the live one's kept.
+  CHECK(left == std::set<std::string>{alive});
+  // ... and its records still read, through the descriptor held open.
+  const auto& source = static_cast<const RecordSource&>(*opened.source);
+  const auto& index = source.index();
+  REQUIRE(index.held != nullptr);
+  for (int64_t i = 0; i < source.size(); ++i) CHECK_FALSE(source.image_bytes(i).empty());
+  CHECK(index.files.back().temporary);
+  CHECK_FALSE(index.files.front().temporary);
+  if (saved) ::setenv("TMPDIR", saved_value.c_str(), 1); else ::unsetenv("TMPDIR");
 }

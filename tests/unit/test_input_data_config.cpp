@@ -168,6 +168,13 @@ std::vector<MalformedCase> malformed_input_data_configs() {
       {"the second channel is wrong", R"({"a": {}, "b": {"TrainingInputMode": "Stream"}})",
        "inputdataconfig.json: channel \"b\": \"TrainingInputMode\": expected \"File\", \"Pipe\" or \"FastFile\", got "
        "a string \"Stream\""},
+
+      // Every problem at once, one per line, in the file's key order (nlohmann sorts keys).
+      {"two invalid names and a bad mode", R"({"a b": {}, "ok": {"TrainingInputMode": "Stream"}, "x/y": {}})",
+       bad_name_message("\"a b\"") +
+           "\ninputdataconfig.json: channel \"ok\": \"TrainingInputMode\": expected \"File\", \"Pipe\" or "
+           "\"FastFile\", got a string \"Stream\"\n" +
+           bad_name_message("\"x/y\"")},
   };
 }
 

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <string>
 #include <vector>
 
@@ -277,7 +279,16 @@ TEST_CASE("job description: broken files", "[job_description]") {
   SECTION("a directory where a file should be") {
     std::filesystem::create_directories(paths.input_data_config());
     CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
-          paths.input_data_config().string() + ": read failed (Is a directory)");
+          paths.input_data_config().string() +
+              ": expected a regular file holding JSON, found a directory; replace it with the file");
+  }
+  SECTION("a FIFO where a file should be: refused at once, not waited on for a writer") {
+    std::filesystem::create_directories(paths.config_dir());
+    std::filesystem::remove(paths.hyperparameters());
+    REQUIRE(::mkfifo(paths.hyperparameters().c_str(), 0600) == 0);
+    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+          paths.hyperparameters().string() +
+              ": expected a regular file holding JSON, found a FIFO (named pipe); replace it with the file");
   }
 }
 

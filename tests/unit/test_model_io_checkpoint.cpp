@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 using namespace train::model_io;
 using model_io_test::ScratchDir;
 
@@ -76,7 +78,8 @@ TEST_CASE("checkpoint: a round trip returns model, momentum and state", "[model_
   auto file = read_safetensors(checkpoint_path(dir.path() / "checkpoints").string());
   CHECK(file.find("optimizer.momentum.conv1.weight") != nullptr);
   CHECK(file.metadata.at("format") == "train checkpoint");
-  CHECK(file.metadata.at("format_version") == "1");
+  CHECK(file.metadata.at("format_version") == "2");
+  CHECK(file.metadata.count("tensor_crc32") == 1);
 }
 
 TEST_CASE("checkpoint: a new checkpoint replaces the old one whole, and stale temporaries go", "[model_io]") {
@@ -93,7 +96,16 @@ TEST_CASE("checkpoint: a new checkpoint replaces the old one whole, and stale te
   state.step_in_epoch = 0;
   write_checkpoint(dir.path(), state, fixture.model(), fixture.momentum());
   CHECK(read_checkpoint(dir.path())->state.step == 2000);
-  CHECK(dir.entries() == std::set<std::string>{"checkpoint.safetensors"});
+  // The one it replaced is kept as the previous checkpoint; older ones go.
+  CHECK(dir.entries() == std::set<std::string>{"checkpoint.safetensors", "checkpoint.previous.safetensors"});
+  CHECK(parse_checkpoint(model_io_test::read_bytes(previous_checkpoint_path(dir.path()).string()), "previous")
+            .state.step == 1234);
+  state.step = 3000;
+  write_checkpoint(dir.path(), state, fixture.model(), fixture.momentum());
+  CHECK(read_checkpoint(dir.path())->state.step == 3000);
+  CHECK(parse_checkpoint(model_io_test::read_bytes(previous_checkpoint_path(dir.path()).string()), "previous")
+            .state.step == 2000);
+  CHECK(dir.entries().size() == 2);
 }
 
 TEST_CASE("checkpoint: the writer refuses inconsistent input", "[model_io]") {
@@ -123,8 +135,9 @@ TEST_CASE("checkpoint: a damaged or foreign file is reported, not skipped", "[mo
   CHECK_THROWS_WITH(read_checkpoint(dir.path()),
                     path + ": not a train checkpoint (its metadata has no \"format\": \"train checkpoint\")");
 
-  write_safetensors(path, {{"w", Dtype::F32, {}, &value}}, {{"format", "train checkpoint"}, {"format_version", "2"}});
-  CHECK_THROWS_WITH(read_checkpoint(dir.path()), path + ": checkpoint format version 2, this train reads version 1");
+  write_safetensors(path, {{"w", Dtype::F32, {}, &value}}, {{"format", "train checkpoint"}, {"format_version", "3"}});
+  CHECK_THROWS_WITH(read_checkpoint(dir.path()),
+                    path + ": checkpoint format version 3, this train reads versions 1 and 2");
 
   write_safetensors(path, {{"w", Dtype::F32, {}, &value}},
                     {{"format", "train checkpoint"}, {"format_version", "1"}, {"state", "{\"step\": 1}"}});
@@ -173,4 +186,101 @@ TEST_CASE("checkpoint: the identity fingerprint is FNV-1a of the canonical JSON"
   // Key order does not matter: nlohmann::json sorts keys.
   CHECK(identity_fingerprint({{"b", 1}, {"a", 2}}) == identity_fingerprint({{"a", 2}, {"b", 1}}));
   CHECK(identity_fingerprint({{"a", 1}}) != identity_fingerprint({{"a", 2}}));
+}
+
+namespace {
+
+// Flips one bit of the byte at `offset` from the end of the file at `path`.
+void flip_bit(const std::string& path, size_t offset_from_end) {
+  std::string bytes = model_io_test::read_bytes(path);
+  bytes[bytes.size() - offset_from_end] ^= 0x40;
+  model_io_test::write_bytes(path, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: a flipped bit in a tensor is found by its checksum and named", "[model_io]") {
+  ScratchDir dir;
+  Fixture fixture;
+  write_checkpoint(dir.path(), Fixture::state(), fixture.model(), fixture.momentum());
+  const std::string path = checkpoint_path(dir.path()).string();
+  // The last 8 bytes are the momentum of fc.bias: a float's exponent there.
+  flip_bit(path, 2);
+  CHECK_THROWS_WITH(read_checkpoint(dir.path()),
+                    Catch::Matchers::StartsWith(path + ": tensor \"optimizer.momentum.fc.bias\": its bytes do not "
+                                                       "match the checksum stored with them (CRC-32 stored ") &&
+                        Catch::Matchers::EndsWith("the file is damaged"));
+
+  // A version-2 checkpoint whose checksums were removed is refused too.
+  float value = 1.0f;
+  const std::string state = R"({"step": 1, "epoch": 0, "step_in_epoch": 0, "world_size": 1, "rng_state": "",
+                                 "identity": {}, "fingerprint": "fnv1a64:08f44b07b5901a25"})";
+  write_safetensors(path, {{"w", Dtype::F32, {}, &value}},
+                    {{"format", "train checkpoint"}, {"format_version", "2"}, {"state", state}});
+  CHECK_THROWS_WITH(read_checkpoint(dir.path()), Catch::Matchers::StartsWith(path + ": the metadata has no "
+                                                                                    "\"tensor_crc32\""));
+  // Version 1 (before checksums) is still read.
+  write_safetensors(path, {{"w", Dtype::F32, {}, &value}},
+                    {{"format", "train checkpoint"}, {"format_version", "1"}, {"state", state}});
+  CHECK(read_checkpoint(dir.path())->state.step == 1);
+}
+
+TEST_CASE("checkpoint: a job resumes from the newest whole checkpoint, else says what to delete", "[model_io]") {
+  ScratchDir dir;
+  Fixture fixture;
+  CHECK_FALSE(choose_checkpoint(dir.path()).found_any());  // none: a fresh start
+
+  auto state = Fixture::state();
+  write_checkpoint(dir.path(), state, fixture.model(), fixture.momentum());
+  state.step = 2000;
+  write_checkpoint(dir.path(), state, fixture.model(), fixture.momentum());
+  const std::string newest = checkpoint_path(dir.path()).string();
+  const std::string previous = previous_checkpoint_path(dir.path()).string();
+
+  auto choice = choose_checkpoint(dir.path());
+  REQUIRE(choice.bytes.has_value());
+  CHECK(choice.path == newest);
+  CHECK(choice.rejected.empty());
+  CHECK(parse_checkpoint(*choice.bytes, "chosen").state.step == 2000);
+
+  // Damage in the newest: the previous one is chosen, and the damage named (file and tensor).
+  flip_bit(newest, 2);
+  choice = choose_checkpoint(dir.path());
+  REQUIRE(choice.bytes.has_value());
+  CHECK(choice.path == previous);
+  CHECK(parse_checkpoint(*choice.bytes, "chosen").state.step == 1234);
+  REQUIRE(choice.rejected.size() == 1);
+  CHECK_THAT(choice.rejected[0], Catch::Matchers::StartsWith(newest + ": tensor \"optimizer.momentum.fc.bias\""));
+
+  // Set aside, the damaged file no longer stands in the way of the next checkpoint keeping the good one.
+  CHECK(set_aside_damaged_checkpoint(dir.path()) == dir.path() / "checkpoint.damaged.safetensors");
+  CHECK(choose_checkpoint(dir.path()).path == previous);
+  write_checkpoint(dir.path(), state, fixture.model(), fixture.momentum());
+  CHECK(parse_checkpoint(model_io_test::read_bytes(previous), "previous").state.step == 1234);
+  CHECK(set_aside_damaged_checkpoint(dir.path()) == dir.path() / "checkpoint.damaged.safetensors");
+
+  // A crash between keeping the previous one and renaming the new one into place: only the previous is left.
+  CHECK(choose_checkpoint(dir.path()).path == previous);
+
+  // Both damaged: nothing is chosen; the message names both files and what to delete.
+  write_checkpoint(dir.path(), state, fixture.model(), fixture.momentum());
+  flip_bit(newest, 2);
+  flip_bit(previous, 2);
+  choice = choose_checkpoint(dir.path());
+  CHECK_FALSE(choice.bytes.has_value());
+  CHECK(choice.found_any());
+  REQUIRE(choice.rejected.size() == 2);
+  const std::string message = no_usable_checkpoint_message(dir.path(), choice.rejected);
+  CHECK_THAT(message, Catch::Matchers::StartsWith("no checkpoint in " + dir.path().string() +
+                                                  " can be resumed from: " + newest + ": tensor ") &&
+                          Catch::Matchers::Contains("; " + previous + ": tensor ") &&
+                          Catch::Matchers::Contains("Delete the damaged files to start training afresh (rm " +
+                                                    dir.path().string() + "/checkpoint*.safetensors)"));
+
+  // Something that is not a file in a checkpoint's place is refused, not waited on.
+  std::filesystem::remove(newest);
+  REQUIRE(::mkfifo(newest.c_str(), 0600) == 0);
+  choice = choose_checkpoint(dir.path());
+  REQUIRE_FALSE(choice.rejected.empty());
+  CHECK(choice.rejected[0] == newest + ": not a regular file");
 }

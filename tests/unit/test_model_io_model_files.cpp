@@ -4,6 +4,7 @@
 #include "tests/unit/test_model_io_support.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace train::model_io;
 using model_io_test::read_bytes;
@@ -89,7 +90,13 @@ TEST_CASE("model files: write_model_files leaves model.safetensors and model.jso
   CHECK(entries == std::set<std::string>{"model.json", "model.safetensors"});
 
   auto file = read_safetensors((model_dir / "model.safetensors").string());
-  CHECK(file.metadata == Metadata{{"arch", "resnet50"}, {"format", "pt"}, {"framework", "train"}});
+  CHECK(file.metadata.at("arch") == "resnet50");
+  CHECK(file.metadata.at("format") == "pt");
+  CHECK(file.metadata.at("framework") == "train");
+  // Each tensor's CRC-32 (Python: format(zlib.crc32(bytes), "08x")): 8 floats of 0.5, then [0, 1], then 3.
+  CHECK(nlohmann::json::parse(file.metadata.at("tensor_crc32")) ==
+        nlohmann::json{{"fc.weight", "34251b6a"}, {"fc.bias", "e8c76a1f"}, {"bn1.num_batches_tracked", "ebadd88a"}});
+  CHECK(file.metadata.size() == 4);
   REQUIRE(file.tensors.size() == 3);
   CHECK(file.tensors[1].to_float() == fc_bias);
   CHECK(file.tensors[2].to_int64() == std::vector<int64_t>{3});

@@ -1,4 +1,5 @@
 #include "runtime/model_io/safetensors.h"
+#include "runtime/model_io/tensor_checksums.h"
 
 #include "tests/unit/test_model_io_support.h"
 
@@ -314,4 +315,24 @@ TEST_CASE("safetensors: read_safetensors names the path in its errors", "[model_
                     truncated + ": tensor \"conv1.weight\": data_offsets [0, 64] reach beyond the end of the data (63 bytes)");
   model_io_test::write_bytes(truncated, whole.substr(0, 20));
   CHECK_THROWS_AS(read_safetensors(truncated), SafetensorsError);
+}
+
+TEST_CASE("safetensors: a file that carries tensor checksums is checked against them", "[model_io]") {
+  ScratchDir dir;
+  std::vector<float> weight{0.0332f, 1.0f, -2.0f};
+  const std::vector<TensorView> tensors{{"fc.weight", Dtype::F32, {3}, weight.data()}};
+  const std::string path = dir.file("model.safetensors");
+  write_safetensors(path, tensors, with_tensor_checksums(tensors, {{"format", "pt"}}));
+  CHECK(read_safetensors(path).tensors[0].to_float() == weight);
+
+  // 0.0332 with one bit of its exponent flipped (the byte before the last of the first float).
+  std::string bytes = model_io_test::read_bytes(path);
+  bytes[bytes.size() - 12 + 3] ^= 0x40;
+  model_io_test::write_bytes(path, bytes);
+  CHECK_THROWS_WITH(read_safetensors(path),
+                    Catch::Matchers::StartsWith(path + ": tensor \"fc.weight\": its bytes do not match the checksum "
+                                                       "stored with them (CRC-32 stored "));
+  // A file without checksums (a torchvision export) is read as it is.
+  write_safetensors(path, tensors, {{"format", "pt"}});
+  CHECK(read_safetensors(path).tensors.size() == 1);
 }

@@ -7,6 +7,7 @@
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/multi_host_settings.h"
 #include "entrypoint/network_probe.h"
+#include "entrypoint/peer_probe.h"
 #include "entrypoint/ranks_on_host.h"
 #include "entrypoint/signal_inbox.h"
 
@@ -27,18 +28,24 @@ using namespace train;
 namespace {
 
 // A one-connection TCP server on 127.0.0.1 that greets with `greeting`; returns its port.
+// A socket listening on 127.0.0.1 at a free port, which goes to `port`.
+int listen_on_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(fd, 4) == 0);
+  socklen_t size = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  port = ntohs(address.sin_port);
+  return fd;
+}
+
 class GreetingServer {
  public:
   explicit GreetingServer(std::string greeting) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    REQUIRE(::listen(fd_, 4) == 0);
-    socklen_t size = sizeof address;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
-    port_ = ntohs(address.sin_port);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this, greeting = std::move(greeting)] {
       int client = ::accept(fd_, nullptr, nullptr);
       if (client < 0) return;
@@ -149,6 +156,42 @@ TEST_CASE("the SSH probe tells an sshd from other servers and from nothing", "[m
   }
   CHECK_FALSE(ssh_answers("127.0.0.1", unused_port(), std::chrono::seconds(2), &why_not));
   CHECK(why_not.find("refused") != std::string::npos);
+}
+
+TEST_CASE("the master probes its peers all at once, and a stop cancels the probes still running", "[multi_host]") {
+  GreetingServer sshd("SSH-2.0-OpenSSH_9.2\r\n");
+  GreetingServer mute("");  // accepts, says nothing
+  const int refused = unused_port();
+  // A listener that never accepts: the connection completes (the kernel's backlog) and no greeting comes.
+  int silent_port = 0;
+  const int silent = listen_on_loopback(silent_port);
+
+  auto results = probe_ssh_in_parallel({"127.0.0.1"}, sshd.port(), std::chrono::seconds(5), [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return true;
+  });
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].answered);
+  results = probe_ssh_in_parallel({"127.0.0.1"}, mute.port(), std::chrono::seconds(5), [] { return true; });
+  CHECK_FALSE(results[0].answered);
+  CHECK_FALSE(results[0].cut_short);
+  CHECK(results[0].why_not == "connected, but no SSH greeting came");
+  results = probe_ssh_in_parallel({"127.0.0.1"}, refused, std::chrono::seconds(5), [] { return true; });
+  CHECK(results[0].why_not.find("refused") != std::string::npos);
+
+  // A stop while a probe waits out an hour-long bound: it is cancelled at once (were it not, this would
+  // wait that hour).
+  int asked = 0;
+  results = probe_ssh_in_parallel({"127.0.0.1", "127.0.0.1"}, silent_port, std::chrono::hours(1), [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return ++asked < 3;
+  });
+  CHECK(asked == 3);
+  for (const auto& result : results) {
+    CHECK_FALSE(result.answered);
+    CHECK(result.cut_short);
+  }
+  ::close(silent);
 }
 
 TEST_CASE("host names resolve to IPv4 addresses, and a bad name says why", "[multi_host]") {

@@ -244,6 +244,9 @@ std::vector<MalformedCase> malformed_resource_configs() {
        "resourceconfig.json: \"hosts\"[0]: expected a host name (1-253 letters, digits, '-', '.', '_'), got null"},
       {"a duplicate host", R"({"current_host": "algo-1", "hosts": ["algo-1", "algo-2", "algo-1"]})",
        "resourceconfig.json: \"hosts\": host \"algo-1\" is listed more than once; every host must appear once"},
+      {"hosts that differ only in letter case", R"({"current_host": "algo-1", "hosts": ["algo-1", "ALGO-1"]})",
+       "resourceconfig.json: \"hosts\": hosts \"algo-1\" and \"ALGO-1\" differ only in letter case, and host names "
+       "do not (DNS ignores case), so they name one host twice; every host must appear once"},
 
       // network_interface_name and the other strings.
       {"interface a number", R"({"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": 0})",

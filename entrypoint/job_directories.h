@@ -1,0 +1,35 @@
+// The folders a job writes its results to, checked before anything trains: a read-only model/ found only
+// when the model is written wastes the whole training, and a read-only output/ leaves no report at all.
+#pragma once
+
+#include "common/environment_map.h"
+#include "common/paths.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace train {
+
+struct DirectoryProblem {
+  std::filesystem::path directory;
+  int error = 0;  // errno: ENOSPC, EROFS, EACCES, ...
+};
+
+// Creates each of `directories` when missing and writes, flushes and removes a small file in it; returns
+// the ones where that failed, with the errno.
+std::vector<DirectoryProblem> unwritable_directories(const std::vector<std::filesystem::path>& directories);
+
+// $TMPDIR of `environment`, /tmp when unset or empty.
+std::filesystem::path temporary_directory(const EnvironmentMap& environment);
+
+// The folders a job writes: model/ and output/ of `paths`, checkpoints/ when train trains (a user's
+// command under `train -- CMD` decides for itself whether it checkpoints), and $TMPDIR (mpirun's session
+// directory: a full one fails MPI_Init with nothing but PMIx errors; the inflated gzip shards).
+std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, bool checkpoints,
+                                                          const EnvironmentMap& environment);
+
+// The failure file's first line and details for `problems` (not empty).
+std::string describe_unwritable(const std::vector<DirectoryProblem>& problems, std::vector<std::string>& details);
+
+}  // namespace train

@@ -1,0 +1,53 @@
+// A failing rank's own account of why it fails, left where its host's launcher reads it. mpirun relays a
+// rank's "[train] error: ..." line and names the failing rank only when it gets to before the job is torn
+// down, which an abort often prevents; so a rank that fails also writes its exit code and reason into a
+// folder the launcher made for the job (named by TRAIN_RANK_REASONS, in /dev/shm when there is one), before
+// it aborts, and the launcher reads that folder first. Ranks on other hosts of a multi-host job do not
+// have the master's folder; their reasons come from mpirun's relay alone.
+#pragma once
+
+#include "common/environment_map.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace train {
+
+constexpr const char* rank_reasons_variable = "TRAIN_RANK_REASONS";
+
+struct RankReason {
+  int rank = -1;
+  int exit_code = 0;              // the code the rank ends with (when signal is 0)
+  int signal = 0;                 // the signal its command was killed by (`train -- CMD`), else 0
+  int64_t written_ns = 0;         // CLOCK_REALTIME when written: the earliest reason is the first failure
+  std::vector<std::string> lines;  // the message, line by line; empty when the rank had none of its own
+};
+
+// Writes `rank`'s reason into the folder $TRAIN_RANK_REASONS names, if it names one. Best effort (the rank
+// is about to abort, and anything that fails here only loses this copy of the reason): never throws.
+void write_rank_reason(int rank, int exit_code, int signal, std::string_view message);
+
+// Every reason in `folder`, earliest first (then by rank); files that are not reasons are skipped.
+std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder);
+
+// The folder a launcher makes for its ranks' reasons (in /dev/shm when it is writable, else in $TMPDIR or
+// /tmp), removed with its content when this goes. Throws EnvironmentError when none can be made.
+class RankReasonFolder {
+ public:
+  RankReasonFolder();
+  ~RankReasonFolder();
+  RankReasonFolder(const RankReasonFolder&) = delete;
+  RankReasonFolder& operator=(const RankReasonFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  // `environment` with TRAIN_RANK_REASONS naming this folder.
+  EnvironmentMap export_to(EnvironmentMap environment) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace train

@@ -1,0 +1,601 @@
+#!/usr/bin/env python3
+"""Fault scenarios (issue 15): the real `train` against hostile jobs, each scenario with what train must do
+and its exit code, as the README's fault table lists them.
+
+    python3 test_faults.py --train /path/to/train [--repeat N] [unittest arguments]
+
+Every scenario runs a small one-host job (2 ranks, ResNet-18 on 16x16 images: about a second of training)
+in its own /opt/ml-like directory, and checks the exit code, output/failure (or output/success) and that no
+process of the job is left (test_launch.py's token). The failure reasons are checked `--repeat` times per
+failure kind (default 20): whether mpirun relays a rank's reason before the job is torn down is a race, and
+the rank's reason must reach the failure file every time. The tests that need a full or read-only disk
+mount a small tmpfs or a read-only bind mount in a mount namespace of their own (`unshare --mount`), so they
+run as root, as the launch tests do.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_launch  # noqa: E402
+from test_launch import LaunchTestCase, processes_with_token, read_proc, wait_for  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPEAT = 20  # per failure kind; set from --repeat
+HOST = "algo-1"
+
+# The smallest real training there is: 2 ranks, 2 images each per step.
+SMALL = {"num_layers": "18", "image_shape": "3,16,16", "mini_batch_size": "4", "processes_per_host": "2",
+         "epochs": "1", "checkpoint_frequency": "0", "augmentation_type": "none", "shuffle": "false"}
+SYNTHETIC = dict(SMALL, data_format="synthetic", num_classes="4", max_steps="100000")
+
+
+def write_images(root, classes=("ant", "bee"), per_class=8, size=20):
+    """An image folder of small JPEGs (PIL comes with python3-torchvision, which scripts/setup.sh installs)."""
+    from PIL import Image
+    paths = []
+    for c, name in enumerate(classes):
+        os.makedirs(os.path.join(root, name), exist_ok=True)
+        for i in range(per_class):
+            path = os.path.join(root, name, f"{i:03d}.jpg")
+            colour = ((37 * i + 90 * c) % 256, (11 * i + 60 * c) % 256, (200 - 13 * i) % 256)
+            Image.new("RGB", (size, size), colour).save(path, quality=90)
+            paths.append(path)
+    return paths
+
+
+def tensor_offsets(path):
+    """{name: (begin, end)} absolute byte ranges of a safetensors file's tensors."""
+    with open(path, "rb") as f:
+        length = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(length))
+    start = 8 + length
+    return {name: (start + entry["data_offsets"][0], start + entry["data_offsets"][1])
+            for name, entry in header.items() if name != "__metadata__"}
+
+
+def flip_weight_exponent(path, tensor="conv1.weight"):
+    """Flips one exponent bit of the first float of `tensor`, as a bad disk or copy would."""
+    begin, _ = tensor_offsets(path)[tensor]
+    with open(path, "r+b") as f:
+        f.seek(begin + 3)  # little-endian float: the sign and the high exponent bits
+        byte = f.read(1)[0]
+        f.seek(begin + 3)
+        f.write(bytes([byte ^ 0x40]))
+
+
+class FaultCase(LaunchTestCase):
+    """A job directory with channels, and `train` run plainly or inside a wrapper (a mount namespace)."""
+
+    def job(self, hyperparameters, channels=None, modes=None):
+        """Writes the job: hyperparameters (strings), channels {name: folder}, modes {name: input mode}."""
+        config = os.path.join(self.base, "input", "config")
+        os.makedirs(config, exist_ok=True)
+        with open(os.path.join(config, "resourceconfig.json"), "w") as f:
+            json.dump({"current_host": HOST, "hosts": [HOST]}, f)
+        with open(os.path.join(config, "hyperparameters.json"), "w") as f:
+            json.dump({key: str(value) for key, value in hyperparameters.items()}, f)
+        channels = channels or {}
+        modes = dict({name: "File" for name in channels}, **(modes or {}))
+        with open(os.path.join(config, "inputdataconfig.json"), "w") as f:
+            json.dump({name: {"TrainingInputMode": mode} for name, mode in modes.items()}, f)
+        data = os.path.join(self.base, "input", "data")
+        os.makedirs(data, exist_ok=True)
+        for name, folder in channels.items():
+            link = os.path.join(data, name)
+            if os.path.lexists(link):
+                os.remove(link)
+            os.symlink(folder, link)
+
+    def folder(self, name="images", **kwargs):
+        root = os.path.join(self.base, name)
+        write_images(root, **kwargs)
+        return root
+
+    def start_wrapped(self, setup, args=(), extra_env=None):
+        """Runs `train ARGS` after the shell commands `setup` in a private mount namespace ($BASE is the job)."""
+        env = {"TRAIN_BIN": test_launch.TRAIN, "BASE": self.base}
+        env.update(extra_env or {})
+        script = f'set -e\n{setup}\nexec "$TRAIN_BIN" "$@"'
+        return self.start_command(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+                                  + list(args), env)
+
+    def run_job(self, extra_env=None, args=(), timeout=120):
+        self.start(list(args), dict({"OMP_NUM_THREADS": "1"}, **(extra_env or {})))
+        return self.finish(timeout)
+
+    def failure_text(self):
+        return "\n".join(self.failure_lines())
+
+    def assert_failed(self, code, expected_code, first_line, *contained):
+        """Exit code, a first line matching `first_line` (a regex), each of `contained` in the failure file."""
+        self.assert_exit_code(code, expected_code)
+        text = self.failure_text()
+        self.assertRegex(text.split("\n")[0], first_line, self.logs())
+        for part in contained:
+            self.assertIn(part, text, f"{part!r} is not in the failure file\n{text}\n{self.logs()}")
+        self.assertFalse(os.path.exists(self.output_path("success")))
+        self.assert_nothing_left()
+        return text
+
+    def rank_pid(self, rank):
+        """The pid of `train rank` for world rank `rank` of this test's job."""
+        for pid, command in processes_with_token(self.token):
+            if command.endswith(" rank") and f"OMPI_COMM_WORLD_RANK={rank}\0".encode() in read_proc(pid, "environ"):
+                return pid
+        return None
+
+    def wait_for_output(self, text, timeout=60):
+        def seen():
+            if self.process.poll() is not None:
+                self.fail(f"train exited ({self.process.returncode}) before {text!r} appeared\n{self.logs()}")
+            return text in self.stdout_text() + self.stderr_text()
+        wait_for(seen, timeout, repr(text))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. Checkpoints: checksums, the previous one kept
+
+
+class DamagedCheckpoints(FaultCase):
+    def two_checkpoints(self):
+        """A finished job with checkpoints after epochs 0 and 1 (steps 4 and 8)."""
+        self.job(dict(SMALL, epochs="2", checkpoint_frequency="1"), {"train": self.folder()})
+        self.assert_exit_code(self.run_job(), 0)
+        checkpoints = os.path.join(self.base, "checkpoints")
+        self.assertEqual(sorted(os.listdir(checkpoints)), ["checkpoint.previous.safetensors", "checkpoint.safetensors"])
+        shutil.rmtree(os.path.join(self.base, "output"))
+        return os.path.join(checkpoints, "checkpoint.safetensors"), os.path.join(checkpoints,
+                                                                                 "checkpoint.previous.safetensors")
+
+    def test_a_damaged_newest_checkpoint_is_named_and_the_previous_one_resumed(self):
+        newest, previous = self.two_checkpoints()
+        flip_weight_exponent(newest)
+        self.job(dict(SMALL, epochs="3", checkpoint_frequency="1"), {"train": os.path.join(self.base, "images")})
+        code = self.run_job()
+        self.assert_exit_code(code, 0)
+        log = self.stderr_text() + self.stdout_text()
+        self.assertIn(f'damaged checkpoint: {newest}: tensor "conv1.weight": its bytes do not match the checksum', log)
+        self.assertIn(f"resuming from the previous checkpoint {previous} instead", log)
+        self.assertIn(f"resuming from {previous}: step 4, epoch 1", log)
+        self.assertTrue(os.path.exists(self.output_path("success")))
+        self.assertTrue(os.path.exists(os.path.join(self.base, "checkpoints", "checkpoint.damaged.safetensors")))
+        self.assert_nothing_left()
+
+    def test_all_checkpoints_damaged_is_bad_input_with_what_to_delete(self):
+        newest, previous = self.two_checkpoints()
+        flip_weight_exponent(newest)
+        flip_weight_exponent(previous, "fc.weight")
+        code = self.run_job()
+        self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           "fc.weight", f"rm {os.path.join(self.base, 'checkpoints')}/checkpoint*.safetensors")
+        self.assertNotIn("step=", self.stdout_text(), "training went on from a damaged checkpoint")
+
+    def test_a_corrupt_checkpoint_header_is_bad_input_not_an_internal_error(self):
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        self.assert_exit_code(self.run_job(), 0)
+        shutil.rmtree(os.path.join(self.base, "output"))
+        newest = os.path.join(self.base, "checkpoints", "checkpoint.safetensors")
+        with open(newest, "r+b") as f:
+            f.seek(12)
+            f.write(b"\x00garbage")
+        code = self.run_job()
+        self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$", newest,
+                           "header is not valid JSON")
+
+    def test_a_damaged_model_channel_is_bad_input(self):
+        self.job(SMALL, {"train": self.folder()})
+        self.assert_exit_code(self.run_job(), 0)
+        weights = os.path.join(self.base, "weights")
+        os.makedirs(weights)
+        shutil.copy(os.path.join(self.base, "model", "model.safetensors"), weights)
+        flip_weight_exponent(os.path.join(weights, "model.safetensors"), "layer1.0.conv1.weight")
+        shutil.rmtree(os.path.join(self.base, "output"))
+        self.job(SMALL, {"train": os.path.join(self.base, "images"), "model": weights})
+        code = self.run_job()
+        self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           "the `model` channel's weights cannot be used", 'tensor "layer1.0.conv1.weight"')
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. The rank's own reason reaches the failure file, every time
+
+
+class FailureReasonsRepeated(FaultCase):
+    """Each failure kind REPEAT times: the first line names the failing rank, the rest holds its reason."""
+
+    def repeat(self, kind, once):
+        misses = []
+        for attempt in range(REPEAT):
+            for name in ("output", "checkpoints", "model"):
+                shutil.rmtree(os.path.join(self.base, name), ignore_errors=True)
+            problem = once()
+            if problem:
+                misses.append(f"run {attempt + 1}: {problem}")
+            self.assert_nothing_left()
+        print(f"\n{kind}: the rank's reason reached the failure file in {REPEAT - len(misses)} of {REPEAT} runs",
+              flush=True)
+        self.assertEqual(misses, [], f"{kind}: the failure file lost the reason\n" + "\n".join(misses))
+
+    def outcome(self, code, expected_code, first_line, reason):
+        """None when the run ended as expected, else what was wrong."""
+        if code != expected_code:
+            return f"exit code {code}, expected {expected_code}\n{self.logs()}"
+        if not os.path.exists(self.output_path("failure")):
+            return f"no failure file\n{self.logs()}"
+        text = self.read_output("failure").decode(errors="replace")
+        if not re.match(first_line, text.split("\n")[0]):
+            return f"first line {text.splitlines()[0]!r}\n{text}"
+        if reason not in text:
+            return f"the reason {reason!r} is missing:\n{text}"
+        return None
+
+    def test_truncated_jpeg(self):
+        images = self.folder()
+        broken = os.path.join(images, "bee", "003.jpg")
+        with open(broken, "rb") as f:
+            data = f.read()
+        with open(broken, "wb") as f:
+            f.write(data[:len(data) * 2 // 5])
+        self.job(SMALL, {"train": images})
+        named = os.path.join(self.base, "input", "data", "train", "bee", "003.jpg")  # as the rank reads it
+        self.repeat("truncated JPEG", lambda: self.outcome(
+            self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$", named))
+
+    def test_full_disk(self):
+        # checkpoints/ is a 1 MiB tmpfs: room for the launcher's check, none for a checkpoint.
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        setup = 'mkdir -p "$BASE/checkpoints"; mount -t tmpfs -o size=1m train-test-full "$BASE/checkpoints"'
+
+        def once():
+            self.start_wrapped(setup, extra_env={"OMP_NUM_THREADS": "1"})
+            return self.outcome(self.finish(120), 74, r"^Rank 0 of 2 on host algo-1 exited with code 74\.$",
+                                "No space left on device")
+        self.repeat("full disk", once)
+
+    def test_step_timeout(self):
+        self.job(SYNTHETIC)
+
+        def once():
+            self.start([], {"OMP_NUM_THREADS": "1", "TRAIN_STEP_TIMEOUT_SECONDS": "2"})
+            self.wait_for_output("step=2 ")
+            pid = self.rank_pid(1)
+            if pid is None:
+                return f"rank 1's process not found\n{self.logs()}"
+            os.kill(pid, signal.SIGSTOP)  # a hung rank
+            return self.outcome(self.finish(120), 124, r"^Rank 0 of 2 on host algo-1 exited with code 124\.$",
+                                "did not complete within 2 s")
+        self.repeat("step timeout", once)
+
+    def test_bad_config(self):
+        # Every rank refuses the setting at the same moment, each aborting the job.
+        self.job(SYNTHETIC)
+        self.repeat("bad config", lambda: self.outcome(
+            self.run_job({"TRAIN_STEP_TIMEOUT_SECONDS": "soon"}), 65,
+            r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+            'environment variable TRAIN_STEP_TIMEOUT_SECONDS: expected a whole number of seconds, got "soon"'))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. The master's wait for silent hosts honours its deadline and SIGTERM
+
+
+class SilentHosts(FaultCase):
+    """40 hosts that resolve (127.0.0.2-41) and accept connections but never greet; this host's own "sshd"
+    (127.0.0.1) answers. Probed one after another, each took 1.5 s: a 60 s sweep between looks at the
+    deadline and signals."""
+
+    HOSTS = [f"127.0.0.{i}" for i in range(2, 42)]
+
+    def setUp(self):
+        super().setUp()
+        self.sockets = []
+        greeter = socket.socket()
+        greeter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        greeter.bind(("127.0.0.1", 0))
+        greeter.listen(64)
+        self.port = greeter.getsockname()[1]
+        self.sockets.append(greeter)
+        for host in self.HOSTS:
+            silent = socket.socket()
+            silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            silent.bind((host, self.port))
+            silent.listen(64)  # never accepted: connections complete, no greeting ever comes
+            self.sockets.append(silent)
+        threading.Thread(target=self.greet, args=(greeter,), daemon=True).start()
+        config = os.path.join(self.base, "input", "config")
+        os.makedirs(config, exist_ok=True)
+        # "0-master" sorts first: this host is the master.
+        with open(os.path.join(config, "resourceconfig.json"), "w") as f:
+            json.dump({"current_host": "0-master", "hosts": ["0-master"] + self.HOSTS}, f)
+        with open(os.path.join(config, "hyperparameters.json"), "w") as f:
+            json.dump(SYNTHETIC, f)
+
+    def tearDown(self):
+        for s in self.sockets:
+            s.close()
+        super().tearDown()
+
+    @staticmethod
+    def greet(listener):
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.sendall(b"SSH-2.0-test\r\n")
+            connection.close()
+
+    def env(self, timeout):
+        return {"TRAIN_NETWORK_INTERFACE": "lo", "TRAIN_SSHD": "none", "TRAIN_SSH_PORT": str(self.port),
+                "TRAIN_PEERS_TIMEOUT_SECONDS": str(timeout)}
+
+    def test_the_deadline_is_kept_and_the_silent_hosts_listed_while_waiting(self):
+        started = time.monotonic()
+        code = self.run_job(self.env(7), timeout=60)
+        elapsed = time.monotonic() - started
+        self.assert_exit_code(code, 124)
+        self.assertLess(elapsed, 10.0, f"a 7 s deadline took {elapsed:.1f} s\n{self.logs()}")
+        self.assertRegex(self.stderr_text(), r"master: still waiting for 40 host\(s\) \(\d+ s of 7 s\): 127\.0\.0\.")
+        lines = self.failure_lines()
+        self.assertEqual(lines[0], f"40 host(s) did not answer on port {self.port} within 7 s: 127.0.0.10.")
+        print(f"\n40 silent hosts, TRAIN_PEERS_TIMEOUT_SECONDS=7: exit 124 after {elapsed:.1f} s", flush=True)
+        self.assert_nothing_left()
+
+    def test_sigterm_while_waiting_ends_the_wait_within_a_second(self):
+        self.start([], self.env(600))
+        self.wait_for_output("master: waiting up to 600 s for the sshd of 40 other host(s)")
+        time.sleep(2)  # probes in flight
+        sent = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.finish(60)
+        took = time.monotonic() - sent
+        self.assert_exit_code(code, 143)
+        self.assertLess(took, 1.5, f"SIGTERM took {took:.2f} s to end the wait\n{self.logs()}")
+        self.assertEqual(self.failure_lines()[0], "Host 0-master was stopped by SIGTERM before its ranks started.")
+        print(f"\nSIGTERM while waiting for 40 silent hosts: exit 143 after {took:.2f} s", flush=True)
+        self.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 4. The environment: found before training, its own exit code, never exit 0 without output/success
+
+
+class Environment(FaultCase):
+    def test_read_only_model_directory_is_found_before_training(self):
+        self.job(SMALL, {"train": self.folder()})
+        self.start_wrapped('mkdir -p "$BASE/model"; mount --bind "$BASE/model" "$BASE/model"; '
+                           'mount -o remount,ro,bind "$BASE/model"')
+        code = self.finish()
+        self.assert_failed(code, 74, r"^The job cannot write its results: .*/model \(Read-only file system\)\.$",
+                           "mount that folder writable", "nothing was trained")
+        self.assertNotIn("allreduce check", self.stdout_text())
+
+    def test_a_checkpoint_disk_with_no_room_is_found_before_training(self):
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        self.start_wrapped('mkdir -p "$BASE/checkpoints"; mount -t tmpfs -o size=8k train-test "$BASE/checkpoints"')
+        code = self.finish()
+        self.assert_failed(code, 74, r"^The job cannot write its results: .*/checkpoints \(No space left on device\)\.$",
+                           "free space on that disk")
+        self.assertNotIn("allreduce check", self.stdout_text())
+
+    def test_a_full_tmpdir_is_found_before_anything_starts(self):
+        # Open MPI's session directory is there: a full TMPDIR failed MPI_Init with PMIx errors and exit 1.
+        self.job(SMALL, {"train": self.folder()})
+        self.start_wrapped('mkdir -p "$BASE/tmp"; mount -t tmpfs -o size=4k train-test "$BASE/tmp"',
+                           extra_env={"TMPDIR": os.path.join(self.base, "tmp")})
+        code = self.finish()
+        self.assert_failed(code, 74, r"^The job cannot write its results: .*/tmp \(No space left on device\)\.$",
+                           "free space on that disk", "$TMPDIR")
+        self.assertNotIn("mpirun command", self.stderr_text())
+
+    def test_a_tmpdir_with_no_room_for_inflated_gzip_shards(self):
+        # 128 images a shard: about 86 KB inflated, in a TMPDIR of 64 KiB (room for the launcher's check).
+        records = os.path.join(self.base, "records")
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_dataset_records.py"), records,
+                        "--limit", "256", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL,
+                       timeout=120)
+        self.job(SMALL, {"train": os.path.join(records, "tfrecord", "train")})
+        # Open MPI keeps its session directory (PMIx's shared segments) in $TMPDIR too: elsewhere here, so
+        # that it is train's own inflating that finds no room.
+        self.start_wrapped('mkdir -p "$BASE/tmp"; mount -t tmpfs -o size=64k train-test "$BASE/tmp"',
+                           extra_env={"TMPDIR": os.path.join(self.base, "tmp"),
+                                      "OMPI_MCA_orte_tmpdir_base": self.base})
+        code = self.finish()
+        self.assert_failed(code, 74, r"^Rank [01] of 2 on host algo-1 exited with code 74\.$",
+                           "No space left on device", "set TMPDIR to a writable folder with room")
+
+    def test_read_only_output_directory_exits_74_without_a_success_file(self):
+        self.job(SMALL, {"train": self.folder()})
+        self.start_wrapped('mkdir -p "$BASE/output"; mount --bind "$BASE/output" "$BASE/output"; '
+                           'mount -o remount,ro,bind "$BASE/output"')
+        code = self.finish()
+        self.assert_exit_code(code, 74)
+        self.assertFalse(os.path.exists(self.output_path("success")))
+        self.assertRegex(self.stderr_text(), r"The job cannot write its results: .*/output \(Read-only file system\)")
+        self.assert_nothing_left()
+
+    def test_output_that_turns_read_only_during_the_job_is_never_exit_0(self):
+        # The ranks (a user command) finish, but output/ can no longer be written: no success file, so not 0.
+        self.job(SMALL)
+        self.start_wrapped('mkdir -p "$BASE/output"; mount --bind "$BASE/output" "$BASE/output"',
+                           ["--", "sh", "-c", 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then '
+                                              'mount -o remount,ro,bind "$BASE/output"; fi'])
+        code = self.finish()
+        self.assert_exit_code(code, 74)
+        self.assertFalse(os.path.exists(self.output_path("success")))
+        self.assertIn("Training finished, but train could not write", self.stderr_text())
+        self.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5. Data that would silently change the job
+
+
+class DataThatChangesTheJob(FaultCase):
+    def test_a_symbolic_link_loop_in_a_class_folder(self):
+        images = self.folder()
+        os.symlink(os.path.join(images, "bee"), os.path.join(images, "bee", "again"))
+        self.job(SMALL, {"train": images})
+        bee = os.path.join(self.base, "input", "data", "train", "bee")  # as the ranks name it
+        self.assert_failed(self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           f"{bee}/again leads back to {bee} (a symbolic link loop)")
+
+    def test_a_single_class(self):
+        images = self.folder(classes=("ant",))
+        self.job(SMALL, {"train": images})
+        self.assert_failed(self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           "has a single class: every sample's label is 0", "needs at least 2 classes")
+
+    def lst_job(self, labels):
+        images = self.folder()
+        lst = os.path.join(self.base, "lists")
+        os.makedirs(lst)
+        names = sorted(os.path.relpath(os.path.join(d, f), images) for d, _, fs in os.walk(images) for f in fs)
+        with open(os.path.join(lst, "train.lst"), "w") as f:
+            for i, (name, label) in enumerate(zip(names, labels)):
+                f.write(f"{i}\t{label}\t{name}\n")
+        self.job(SMALL, {"train": images, "train_lst": lst})
+        return os.path.join(self.base, "input", "data", "train_lst", "train.lst")  # as the ranks name it
+
+    def test_a_label_far_out_of_range_in_an_lst_file(self):
+        labels = [i % 2 for i in range(16)]
+        labels[5] = 1000000
+        lst = self.lst_job(labels)
+        text = self.assert_failed(self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                                  f"has the label 1000000 ({lst}, byte offset ", "fix that label")
+        self.assertNotIn("num_classes is 10", text)
+
+    def test_a_label_far_beyond_the_others(self):
+        labels = [i % 2 for i in range(16)]
+        labels[9] = 500
+        lst = self.lst_job(labels)
+        self.assert_failed(self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           f"has the label 500 ({lst}, byte offset ", "far beyond every other label (the next "
+                           "highest is 1)", "make a model of 501 classes")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. Hangs and leftovers
+
+
+class HangsAndLeftovers(FaultCase):
+    def test_a_fifo_in_place_of_a_config_file(self):
+        self.job(SYNTHETIC)
+        hyperparameters = os.path.join(self.base, "input", "config", "hyperparameters.json")
+        os.remove(hyperparameters)
+        os.mkfifo(hyperparameters)
+        expected = f"{hyperparameters}: expected a regular file holding JSON, found a FIFO (named pipe)"
+        validate = subprocess.run([test_launch.TRAIN, "validate", self.base], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=30, env=self.environment())
+        self.assertEqual(validate.returncode, 65, validate.stdout)
+        self.assertIn(expected, validate.stdout)
+        self.assert_failed(self.run_job(timeout=30), 65, r"^The job description is invalid: ", expected)
+
+    def test_inflated_gzip_shards_are_left_nowhere_when_a_rank_is_killed(self):
+        records = os.path.join(self.base, "records")
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_dataset_records.py"), records,
+                        "--limit", "64", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL, timeout=120)
+        tmp = os.path.join(self.base, "tmp")
+        os.makedirs(tmp)
+        self.job(dict(SMALL, image_shape="3,16,16", epochs="1000"), {"train": os.path.join(records, "tfrecord", "train")})
+        self.start([], {"OMP_NUM_THREADS": "1", "TMPDIR": tmp})
+        self.wait_for_output("step=2 ")
+        # The inflated shard is unlinked as soon as the host's ranks hold it open.
+        self.assertEqual([name for name in os.listdir(tmp) if name.startswith("train-records-")], [])
+        pid = self.rank_pid(0)  # the rank that inflated it
+        self.assertIsNotNone(pid, self.logs())
+        os.kill(pid, signal.SIGKILL)
+        code = self.finish()
+        self.assert_exit_code(code, 137)
+        self.assertEqual(self.failure_lines()[0], "Rank 0 of 2 on host algo-1 was killed by signal 9 (SIGKILL).")
+        self.assertEqual(os.listdir(tmp), [], "something was left in TMPDIR")
+        self.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 7. Smaller mismatches
+
+
+class SmallerMismatches(FaultCase):
+    def test_a_pipe_fifo_that_never_appears(self):
+        self.job(dict(SMALL, num_training_samples="16", num_classes="2"), modes={"train": "Pipe"})
+        code = self.run_job({"TRAIN_DATA_TIMEOUT_SECONDS": "3"})
+        fifo = os.path.join(self.base, "input", "data", "train_0")
+        self.assert_failed(code, 124, r"^Rank [01] of 2 on host algo-1 exited with code 124\.$",
+                           f"the Pipe-mode FIFO {fifo} did not appear within 3 s")
+
+    def test_one_sigterm_a_checkpoint_is_written_and_said(self):
+        self.job(SYNTHETIC)
+        self.start([], {"OMP_NUM_THREADS": "1"})
+        self.wait_for_output("step=2 ")
+        self.process.send_signal(signal.SIGTERM)
+        code = self.finish()
+        self.assert_exit_code(code, 143)
+        checkpoint = os.path.join(self.base, "checkpoints", "checkpoint.safetensors")
+        self.assertTrue(os.path.exists(checkpoint), self.logs())
+        self.assertIn(f"A checkpoint was written after the stop request ({checkpoint})", self.failure_text())
+        self.assert_nothing_left()
+
+    def test_two_sigterms_no_checkpoint_is_not_claimed(self):
+        # ResNet-101 steps on 224x224 images take seconds here, and writing its checkpoint about one more: the
+        # second signal has mpirun kill the ranks (1 s after its SIGTERM) before the step that would end in a
+        # checkpoint is over.
+        self.job(dict(SYNTHETIC, num_layers="101", image_shape="3,224,224"))
+        self.start([], {"OMP_NUM_THREADS": "1"})
+        self.wait_for_output("step=1 ", timeout=120)
+        self.process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        self.process.send_signal(signal.SIGTERM)
+        code = self.finish()
+        self.assert_exit_code(code, 143)
+        self.assertFalse(os.path.exists(os.path.join(self.base, "checkpoints", "checkpoint.safetensors")), self.logs())
+        text = self.failure_text()
+        self.assertIn("No checkpoint was written after the stop request (the ranks were ended first)", text)
+        self.assertNotIn("A checkpoint was written", text)
+        self.assert_nothing_left()
+
+    def test_every_invalid_channel_name_at_once(self):
+        self.job(SYNTHETIC, modes={"train data": "File", "ok": "Stream", "../x": "File"})
+        validate = subprocess.run([test_launch.TRAIN, "validate", self.base], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=30, env=self.environment())
+        self.assertEqual(validate.returncode, 65, validate.stdout)
+        for part in ('channel name "../x" is not allowed', 'channel name "train data" is not allowed',
+                     'channel "ok": "TrainingInputMode": expected "File", "Pipe" or "FastFile", got a string "Stream"'):
+            self.assertIn(part, validate.stdout)
+
+    def test_host_names_differing_only_in_case(self):
+        self.job(SYNTHETIC)
+        with open(os.path.join(self.base, "input", "config", "resourceconfig.json"), "w") as f:
+            json.dump({"current_host": "algo-1", "hosts": ["algo-1", "ALGO-1"]}, f)
+        code = self.run_job(timeout=30)
+        self.assert_failed(code, 65, r"^The job description is invalid: ",
+                           'hosts "algo-1" and "ALGO-1" differ only in letter case')
+
+
+def main():
+    global REPEAT
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", required=True, help="the train executable to test")
+    parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per failure kind (default 20)")
+    args, rest = parser.parse_known_args()
+    REPEAT = args.repeat
+    test_launch.TRAIN = os.path.abspath(args.train)
+    if os.geteuid() != 0:
+        sys.exit("test_faults.py: needs root (mount namespaces for full and read-only disks)")
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
