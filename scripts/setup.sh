@@ -73,4 +73,4 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 echo "setup: built ($(elapsed)): $(build/train --version); build/cpu-only/train: $(build/cpu-only/train --version)"
-echo "setup: done; run the tests with: ctest --test-dir build --output-on-failure"
+echo "setup: done; run the tests with: ctest --test-dir build --output-on-failure -j \"\$(nproc)\""
