@@ -1,5 +1,6 @@
-// The CUDA engine (CUDA builds only): GpuResNet (bf16 with fp32 master weights, or the fp32 mode) + the
-// bucketed NCCL reducer + the multi-tensor optimizer on the GPU, on the GPU this rank pinned.
+// The CUDA engine (in the CUDA backend; a CPU-only binary links runtime/cuda_engine_absent.cpp instead):
+// GpuResNet (bf16 with fp32 master weights, or the fp32 mode) + the bucketed NCCL reducer + the
+// multi-tensor optimizer on the GPU, on the GPU this rank pinned.
 //
 // A step, as the device sees it: the batch is copied from pinned host memory to the device on a copy
 // stream while the previous step still computes; the compute stream waits for that copy (an event), casts

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and builds train: installs every Debian package the build and the
-# tests need, then builds build/train (with the CUDA backend when a CUDA toolkit is present) and
-# build-cpu/train (CPU only), so both variants are built on every run.
+# tests need, then one build in build/: build/train (with the CUDA backend when a CUDA toolkit is
+# present), build/cpu-only/train (CPU only, linked from the same objects), the tests and the GPU checks.
+# Compiles go through ccache (installed here; CCACHE_DISABLE=1 turns it off). It prints one line per step
+# and the build's progress; the full output of each step is in build/setup-*.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache                              # compiler cache: a rebuild of unchanged sources takes seconds
   libopenmpi-dev openmpi-bin          # MPI for the ranks, mpirun for the launcher
   nlohmann-json3-dev libfmt-dev       # JSON parsing; formatting (used header-only, so linked in)
   libjpeg62-turbo-dev libpng-dev zlib1g-dev  # JPEG (libjpeg-turbo's libjpeg API) and PNG decoding; gzip TFRecord shards
@@ -21,6 +24,20 @@ packages=(
   podman runc netavark aardvark-dns iptables debootstrap  # tests/container: build and run the image (no Docker, no registry)
 )
 
+mkdir -p build
+started=$SECONDS
+# Runs "$@" with its output in build/setup-$1.log; on failure shows the log's end and stops.
+logged() {
+  local log="build/setup-$1.log"
+  shift
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "setup: FAILED: $* (the whole output: $log)" >&2
+    exit 1
+  fi
+}
+elapsed() { echo "$((SECONDS - started)) s"; }
+
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 missing=()
@@ -28,18 +45,32 @@ for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
+  logged apt-update $sudo apt-get update
+  logged apt-install $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  echo "setup: packages installed ($(elapsed))"
 fi
 
+launcher=()
+if command -v ccache >/dev/null; then
+  # CCACHE_BASEDIR: paths below the checkout are hashed relative to it, so clones elsewhere share hits.
+  ccache="/usr/bin/env;CCACHE_BASEDIR=$PWD;ccache"
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER="$ccache" -DCMAKE_CXX_COMPILER_LAUNCHER="$ccache"
+            -DCMAKE_CUDA_COMPILER_LAUNCHER="$ccache")
+fi
+echo "setup: configuring build/ (TRAIN_CUDA=${TRAIN_CUDA:-AUTO})"
+logged configure cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIN_CUDA="${TRAIN_CUDA:-AUTO}" \
+  "${launcher[@]}"
+grep '^-- train:' build/setup-configure.log | sed 's/^-- /setup: /'
+
 jobs="${SETUP_JOBS:-$(nproc)}"
-echo "setup: building build/ (CUDA backend when a toolkit is found)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIN_CUDA="${TRAIN_CUDA:-AUTO}"
-cmake --build build -j "$jobs"
-echo "setup: building build-cpu/ (CPU-only variant)"
-cmake -S . -B build-cpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIN_CUDA=OFF -DBUILD_TESTING=OFF
-cmake --build build-cpu -j "$jobs" --target train
-build/train --version
-build-cpu/train --version
-echo "setup: done; run the tests with: ctest --test-dir build --output-on-failure"
+echo "setup: building build/ with $jobs jobs"
+status=0
+NINJA_STATUS="[%f/%t %e] " cmake --build build -j "$jobs" 2>&1 | tee build/setup-build.log |
+  scripts/build_progress.sh || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "setup: FAILED: the build (the whole output: build/setup-build.log)" >&2
+  exit 1
+fi
+echo "setup: built ($(elapsed)): $(build/train --version); build/cpu-only/train: $(build/cpu-only/train --version)"
+echo "setup: done; run the tests with: ctest --test-dir build --output-on-failure -j \"\$(nproc)\""

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Both build variants exist and are what they claim: build/train has the CUDA backend when a CUDA
-# toolkit is installed, build-cpu/train never has it, and neither loads libstdc++, libgcc_s, fmt or the
+# toolkit is installed, build/cpu-only/train never has it, and neither loads libstdc++, libgcc_s, fmt or the
 # CUDA runtime dynamically. The CUDA variant loads the GPU trainer's libraries (cuDNN, cuBLAS and, through it,
 # cuBLASLt, NCCL: the CUDA image carries them); the CPU variant none. The CPU-only binary also runs a real
 # 2-rank job.
@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; passes=$((passes + 1)); }
 
 [ -x "$main_binary" ] || { echo "FAIL: $main_binary is missing: run scripts/setup.sh"; exit 1; }
-[ -x "$cpu_binary" ] || { echo "FAIL: $cpu_binary is missing: scripts/setup.sh builds it"; exit 1; }
+[ -x "$cpu_binary" ] || { echo "FAIL: $cpu_binary is missing: run scripts/setup.sh"; exit 1; }
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   if "$main_binary" --version | grep -q "CUDA backend: built in"; then pass "build/train has the CUDA backend"
@@ -21,8 +21,8 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   echo "note: no CUDA toolkit on this machine; build/train is CPU-only too"
 fi
-if "$cpu_binary" --version | grep -q "CUDA backend: not built"; then pass "build-cpu/train is CPU-only"
-else fail "build-cpu/train says: $("$cpu_binary" --version)"; fi
+if "$cpu_binary" --version | grep -q "CUDA backend: not built"; then pass "$cpu_binary is CPU-only"
+else fail "$cpu_binary says: $("$cpu_binary" --version)"; fi
 
 gpu_libraries="libcudnn.so.9 libcublas.so.13 libnccl.so.2"  # cuBLASLt comes with cuBLAS
 for binary in "$main_binary" "$cpu_binary"; do
@@ -44,7 +44,7 @@ for binary in "$main_binary" "$cpu_binary"; do
     done
   fi
 done
-if ldd "$cpu_binary" | grep -qi cuda; then fail "build-cpu/train loads a CUDA library"; fi
+if ldd "$cpu_binary" | grep -qi cuda; then fail "$cpu_binary loads a CUDA library"; fi
 
 job=$(mktemp -d)
 trap 'rm -rf "$job"' EXIT
@@ -57,12 +57,12 @@ echo '{"processes_per_host": "2", "data_format": "synthetic", "num_classes": "10
 if output=$(SAGEMAKER_BASE_DIR="$job" timeout 120 "$cpu_binary" 2>&1); then
   if [ -f "$job/output/success" ] && [ -f "$job/model/model.safetensors" ] &&
      grep -q "allreduce check passed: 2 ranks" <<<"$output"; then
-    pass "build-cpu/train trained a 2-rank job and wrote its model"
+    pass "$cpu_binary trained a 2-rank job and wrote its model"
   else
-    fail "build-cpu/train exited 0 without a success file or allreduce line: $output"
+    fail "$cpu_binary exited 0 without a success file or allreduce line: $output"
   fi
 else
-  fail "build-cpu/train failed a 2-rank job: $output"
+  fail "$cpu_binary failed a 2-rank job: $output"
 fi
 
 echo "$passes passed, $failures failed"

@@ -2,6 +2,12 @@
 here (no registry can be reached: debootstrap, then `podman import`; docs/architecture.md, "Containers on a machine without Docker"), for both stages, then
 
 - `ldd /usr/local/bin/train` in the image: every library train loads is there;
+- train in the image: when this host runs the base's Debian release, the host build's CPU-only train
+  (TRAIN_TEST_PREBUILT, set by ctest) goes in as it is (TRAIN_FROM=prebuilt), instead of compiling the same
+  sources again; otherwise (or with TRAIN_TEST_IMAGE_COMPILE=1) the image's build stage compiles it. The
+  image's own check (ldd finds every library, `train --version`) runs either way, and the compile stage's
+  sources are checked to configure with CMake (test_0);
+
 - a one-host SageMaker job started as SageMaker starts it (`podman run ... IMAGE train`, a host directory at
   /opt/ml): exit 0, the model files and output/success;
 - a job with a bad hyperparameter: exit 65 and output/failure's first line naming the problem;
@@ -29,6 +35,7 @@ sys.path.insert(0, HERE)
 from podman_session import PodmanSession, require_tools  # noqa: E402
 from sagemaker_job import write_job  # noqa: E402
 
+BASE_RELEASE = "bookworm"  # what make_base_rootfs.sh bootstraps
 BASE_CACHE = os.environ.get("TRAIN_TEST_BASE_CACHE", "/var/cache/train-test-base")
 # ResNet-18 on tiny synthetic images: the real launcher, mpirun and training, in seconds.
 TINY_JOB = {"num_layers": 18, "image_shape": "3,32,32", "data_format": "synthetic", "num_classes": 10,
@@ -37,6 +44,44 @@ TINY_JOB = {"num_layers": 18, "image_shape": "3,32,32", "data_format": "syntheti
 JOB_ENV = {"TRAIN_PEERS_TIMEOUT_SECONDS": "120", "TRAIN_RANKS_TIMEOUT_SECONDS": "120",
            "TRAIN_RESOLVE_TIMEOUT_SECONDS": "60"}
 JOB_LIMIT = 300
+
+
+def os_release(root="/"):
+    values = {}
+    with open(os.path.join(root, "etc", "os-release")) as file:
+        for line in file:
+            key, _, value = line.strip().partition("=")
+            values[key] = value.strip('"')
+    return values
+
+
+def prebuilt_unusable(binary):
+    """Why the host's train cannot go into the image as it is (None: it can). The base is Debian
+    BASE_RELEASE (make_base_rootfs.sh); a binary built on another release may want other libraries."""
+    if os.environ.get("TRAIN_TEST_IMAGE_COMPILE") == "1":
+        return "TRAIN_TEST_IMAGE_COMPILE=1"
+    if not binary:
+        return "no TRAIN_TEST_PREBUILT binary given"
+    if not os.access(binary, os.X_OK):
+        return f"{binary} is not an executable"
+    host = os_release()
+    if (host.get("ID"), host.get("VERSION_CODENAME")) != ("debian", BASE_RELEASE):
+        return f"this host runs {host.get('PRETTY_NAME', 'an unknown release')}, the base Debian {BASE_RELEASE}"
+    return None
+
+
+def make_prebuilt_context(binary, context):
+    """A build context with what the Dockerfile reads for TRAIN_FROM=prebuilt: docker/, and prebuilt/ with
+    the binary and the packages holding its shared libraries (looked up on this host, the base's release)."""
+    shutil.copytree(os.path.join(REPO, "docker"), os.path.join(context, "docker"))
+    os.makedirs(os.path.join(context, "prebuilt"))
+    shutil.copy2(binary, os.path.join(context, "prebuilt", "train"))
+    packages = subprocess.run([os.path.join(REPO, "docker", "runtime_packages.sh"), binary], check=True,
+                              text=True, stdout=subprocess.PIPE).stdout
+    with open(os.path.join(context, "prebuilt", "runtime-packages"), "w") as file:
+        file.write(packages)
+    log(f"runtime packages: {' '.join(packages.split())}")
+    return context
 
 
 def log(message):
@@ -63,9 +108,20 @@ class ImageTest(unittest.TestCase):
         log(f"base image {base} ready in {time.monotonic() - started:.0f} s")
 
         started = time.monotonic()
+        build_log = os.path.join(cls.work, "build.log")
+        build_args = {"BUILD_BASE": base, "RUNTIME_BASE": base, "BUILD_JOBS": "2"}
+        prebuilt = os.environ.get("TRAIN_TEST_PREBUILT", "")
+        reason = prebuilt_unusable(prebuilt)
+        if reason is None:
+            # The host build's train is this release's: the image takes it instead of compiling it again.
+            context = make_prebuilt_context(prebuilt, os.path.join(cls.work, "context"))
+            build_args["TRAIN_FROM"] = "prebuilt"
+            log(f"the image takes the host's {prebuilt} (same Debian release as the base)")
+        else:
+            context = REPO
+            log(f"the image compiles train: {reason}")
         apt_cache = os.path.join(BASE_CACHE, "apt-archives")
         os.makedirs(apt_cache, exist_ok=True)
-        build_log = os.path.join(cls.work, "build.log")
         # One build at a time on this machine: apt inside refuses a .deb cache whose lock another build
         # holds, and two compiles would only share the same cores.
         with open(os.path.join(BASE_CACHE, "build.lock"), "w") as lock:
@@ -75,8 +131,8 @@ class ImageTest(unittest.TestCase):
                 log("another container test is building its image; waiting for it")
                 fcntl.flock(lock, fcntl.LOCK_EX)
             cls.image = cls.session.build_image(
-                f"localhost/{cls.session.name('image')}:latest", REPO, os.path.join(REPO, "docker", "Dockerfile"),
-                {"BUILD_BASE": base, "RUNTIME_BASE": base, "BUILD_JOBS": "2"},
+                f"localhost/{cls.session.name('image')}:latest", context,
+                os.path.join(context, "docker", "Dockerfile"), build_args,
                 # The build's .debs are kept between runs (the base keeps what apt downloads).
                 volumes=[f"{apt_cache}:/var/cache/apt/archives"], log_path=build_log)
         log(f"image {cls.image} built in {time.monotonic() - started:.0f} s (log: {build_log})")
@@ -114,6 +170,38 @@ class ImageTest(unittest.TestCase):
             self.assertIn("18", json.dumps(json.load(file)))
         self.assertTrue(os.path.isfile(os.path.join(opt_ml, "output", "success")), output)
         self.assertFalse(os.path.exists(os.path.join(opt_ml, "output", "failure")), output)
+
+    # --- the compile stage, when the image took the host's train -------------------------------------------
+    def test_0_compile_stage_sources_configure(self):
+        """What the Dockerfile's compile stage copies is enough for its CMake build of train."""
+        with open(os.path.join(REPO, "docker", "Dockerfile")) as file:
+            lines = file.read().split("\n")
+        start = next(i for i, line in enumerate(lines) if line.startswith("FROM ") and " AS compiled" in line)
+        sources = []
+        for line in lines[start + 1:]:
+            if line.startswith("FROM "):
+                break
+            words = line.split()
+            if words[:1] == ["COPY"] and not words[1].startswith("--") and not words[-1].startswith("/"):
+                sources += words[1:-1]
+        self.assertIn("CMakeLists.txt", sources)
+        tree = os.path.join(self.work, "compile-stage")
+        for source in sources:
+            path = os.path.join(REPO, source)
+            if os.path.isdir(path):
+                shutil.copytree(path, os.path.join(tree, source))
+            else:
+                os.makedirs(os.path.dirname(os.path.join(tree, source)), exist_ok=True)
+                shutil.copy2(path, os.path.join(tree, source))
+        result = subprocess.run(["cmake", "-S", tree, "-B", os.path.join(tree, "build"), "-G", "Ninja",
+                                 "-DBUILD_TESTING=OFF", "-DTRAIN_CUDA=OFF"],
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(result.returncode, 0, f"the compile stage's sources ({' '.join(sources)}) do not "
+                                               f"configure:\n{result.stdout[-4000:]}")
+        # Every source the train target compiles is there (ninja plans the build without running it).
+        result = subprocess.run(["ninja", "-C", os.path.join(tree, "build"), "-n", "train"],
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(result.returncode, 0, result.stdout[-4000:])
 
     # --- the jobs ----------------------------------------------------------------------------------------
     def test_1_one_host_job_as_sagemaker_runs_it(self):
