@@ -21,6 +21,8 @@ struct JobPaths {
   std::filesystem::path resource_config() const { return config_dir() / "resourceconfig.json"; }
   std::filesystem::path hyperparameters() const { return config_dir() / "hyperparameters.json"; }
   std::filesystem::path input_data_config() const { return config_dir() / "inputdataconfig.json"; }
+  std::filesystem::path checkpoint_config() const { return config_dir() / "checkpointconfig.json"; }
+  std::filesystem::path tensorboard_config() const { return config_dir() / "tensorboardoutputconfig.json"; }
   std::filesystem::path data_dir() const { return base / "input" / "data"; }
   std::filesystem::path channel(const std::string& name) const { return data_dir() / name; }
   std::filesystem::path model() const { return base / "model"; }
@@ -30,6 +32,7 @@ struct JobPaths {
   std::filesystem::path failure_file() const { return base / "output" / "failure"; }
   std::filesystem::path success_file() const { return base / "output" / "success"; }
   std::filesystem::path checkpoints() const { return base / "checkpoints"; }
+  std::filesystem::path tensorboard() const { return base / "output" / "tensorboard"; }
 };
 
 }  // namespace train
