@@ -1,6 +1,6 @@
 // Per-rank timing at every log line: each rank's wall time per step, the time it waited for its next batch
-// (data wait) and for the other ranks' gradients (reduction wait, as the engine reports it), gathered on
-// rank 0, which names the slowest and fastest rank of each and warns about a straggler.
+// (data wait) and for the other ranks (reduction wait: the engine's wait for the gradients, as it reports
+// it, and the trainer's per-step collectives, the stop vote), gathered on rank 0, which names the slowest and fastest rank of each and warns about a straggler.
 //
 // In data-parallel training every step ends when the slowest rank's gradients arrive, so all ranks show
 // about the same step time; what tells the slow rank apart is how much of its step it spent on its own

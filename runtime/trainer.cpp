@@ -188,7 +188,9 @@ void Trainer::collect_totals() {
   const StepTotals mine = engine_->take_totals();
   interval_reduction_wait_ += mine.reduction_wait_seconds;
   double sums[3] = {mine.loss, mine.images, mine.correct};
+  const auto started = clock::now();
   bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
+  interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - started).count();  // as the stop vote
   const TrainingSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
   interval_.add(collected);
   epoch_.add(collected);
@@ -203,7 +205,11 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   ++step_;
   // Every rank votes after every step, so all stop at the same one.
   int stop = stop_requested() ? 1 : 0;
+  const auto vote_started = clock::now();
   bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+  // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
+  // collective's algorithm and the rank's place in it): it counts as waiting for the others.
+  interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - vote_started).count();
   if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
   return stop > 0;
 }

@@ -19,6 +19,7 @@ packages=(
   procps util-linux iproute2          # ps/pgrep, unshare (PID-1 tests), ip
   openssh-server openssh-client       # sshd and ssh between hosts of multi-host jobs (scripts/simcluster.py)
   podman runc netavark aardvark-dns iptables debootstrap  # tests/container: build and run the image (no Docker, no registry)
+  python3-venv python3-absl           # build-python/: TensorBoard's own reader for tests/training/test_reports.py
 )
 
 sudo=""
@@ -31,6 +32,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# TensorBoard's reader reads train's event files back in the tests. Debian has no tensorboard package: PyPI's,
+# pinned, in a venv over Debian's numpy and absl (its protobuf code wants a newer protobuf than Debian's).
+if ! build-python/bin/python -c "import tensorboard.backend.event_processing.event_accumulator" 2>/dev/null; then
+  echo "setup: installing TensorBoard's reader into build-python/"
+  /usr/bin/python3 -m venv --system-site-packages build-python
+  build-python/bin/pip install -q --disable-pip-version-check --no-deps --ignore-installed \
+    tensorboard==2.21.0 protobuf==6.31.1
 fi
 
 jobs="${SETUP_JOBS:-$(nproc)}"
