@@ -490,7 +490,9 @@ class OneHostLaunch(LaunchTestCase):
             "sagemaker_container_log_level": "10", "sagemaker_job_name": '"hpo-7"',
             "sagemaker_mpi_num_processes": "2", "sagemaker_mpi_custom_mpi_options": '"--NCCL_DEBUG WARN"'})
         code = self.run_train(
-            ["--", "sh", "-c", 'env > "$TEST_WORK/env.$OMPI_COMM_WORLD_RANK"; '
+            # The environment as the command was started with it: dash (sh) drops names holding a hyphen
+            # (SM_HP_BATCH-SIZE) from what it passes on; Python and bash keep them, as under the toolkit.
+            ["--", "sh", "-c", 'tr "\\0" "\\n" < /proc/$$/environ > "$TEST_WORK/env.$OMPI_COMM_WORLD_RANK"; '
                                'printf "%s\\n" "$@" > "$TEST_WORK/args.$OMPI_COMM_WORLD_RANK"',
              "argv0", "--mine"],
             extra_env={"TRAINING_JOB_NAME": "hpo-7-003-abcd"})

@@ -270,3 +270,10 @@ TEST_CASE("SM_USER_ARGS writes values as Python's str() would", "[sagemaker_envi
   CHECK(variables.at("SM_HP_IMAGE_SHAPE") == "[3,32,32]");
   CHECK(variables.at("SM_HP_SHUFFLE") == "False");  // "False" is not JSON: a string, raw
 }
+
+TEST_CASE("SM_NUM_NEURONS: NeuronCores as the toolkit counts them", "[sagemaker_environment]") {
+  CHECK(neuron_cores("ml.trn2.48xlarge") == 64);
+  CHECK(neuron_cores("ml.p4d.24xlarge") == 0);
+  CHECK(neuron_cores("local") == 0);
+  CHECK(neuron_cores("") == 0);
+}
