@@ -21,6 +21,8 @@ struct JobPaths {
   std::filesystem::path resource_config() const { return config_dir() / "resourceconfig.json"; }
   std::filesystem::path hyperparameters() const { return config_dir() / "hyperparameters.json"; }
   std::filesystem::path input_data_config() const { return config_dir() / "inputdataconfig.json"; }
+  std::filesystem::path checkpoint_config() const { return config_dir() / "checkpointconfig.json"; }
+  std::filesystem::path tensorboard_config() const { return config_dir() / "tensorboardoutputconfig.json"; }
   std::filesystem::path data_dir() const { return base / "input" / "data"; }
   std::filesystem::path channel(const std::string& name) const { return data_dir() / name; }
   std::filesystem::path model() const { return base / "model"; }
@@ -33,6 +35,7 @@ struct JobPaths {
   // The newest checkpoint (runtime/model_io/checkpoint.h has its format): the launcher looks at it after a
   // stop request to say whether one was written.
   static constexpr const char* checkpoint_file_name = "checkpoint.safetensors";
+  std::filesystem::path tensorboard() const { return base / "output" / "tensorboard"; }
 };
 
 }  // namespace train

@@ -6,6 +6,7 @@
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
 #include "entrypoint/job_directories.h"
+#include "entrypoint/efa.h"
 #include "entrypoint/job_report.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
@@ -84,15 +85,18 @@ class JobRun {
                error.what());
     }
 
+    // The ranks' network: EFA's variables for NCCL across hosts, or a warning that it will use sockets.
+    EnvironmentMap ranks_environment = environment;
+    for (const auto& line : apply_efa_settings(job_, find_efa_devices(), ranks_environment)) log_info("{}", line);
     auto command =
-        build_mpirun_command(job_, settings_.rank_program, environment, settings_.mpirun, settings_.hostfile);
+        build_mpirun_command(job_, settings_.rank_program, ranks_environment, settings_.mpirun, settings_.hostfile);
     log_info("starting {} ranks ({} per host on {} host{}) on {}", job_.world_size(), job_.ranks_per_host,
              job_.cluster.hosts.size(), job_.cluster.hosts.size() == 1 ? "" : "s", job_.device);
     std::string shown;
     for (const auto& word : command) shown += (shown.empty() ? "" : " ") + word;
     log_info("mpirun command: {}", shown);
     try {
-      mpirun_ = spawn_child(command, environment, SpawnOptions{});
+      mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
     } catch (const std::exception& error) {
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);

@@ -10,10 +10,12 @@
 #include "job/gpu_inventory.h"
 #include "job/hyperparameter_schema.h"
 #include "job/job_description.h"
+#include "job/sagemaker_environment.h"
 #include "runtime/rank_main.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -32,7 +34,9 @@ constexpr const char* usage_text =
     "                         or nothing (this host alone)\n"
     "  train train            the same (SageMaker starts images this way)\n"
     "  train -- CMD ARGS...   run CMD on every rank instead of train's own training, with the same environment\n"
-    "  train validate [DIR]   check a job description offline and print the effective configuration\n"
+    "  train validate [DIR] [-- CMD ARGS...]\n"
+    "                         check a job description offline (for CMD's ranks, when given) and print the\n"
+    "                         effective configuration\n"
     "  train hyperparameters  print the table of hyperparameters (Markdown)\n"
     "  train --version        print the version\n";
 
@@ -66,7 +70,8 @@ int launch(const std::vector<std::string>& user_command) {
   JobDescription job;
   LaunchSettings settings;
   try {
-    job = load_job_description(paths, environment, detect_host_resources(), CheckMode::this_host);
+    job = load_job_description(paths, environment, detect_host_resources(), CheckMode::this_host,
+                               user_command.empty() ? Workload::train_resnet : Workload::user_command);
     std::vector<std::string> rank_program = {self_path()};
     if (user_command.empty()) {
       rank_program.push_back("rank");
@@ -82,7 +87,12 @@ int launch(const std::vector<std::string>& user_command) {
   log_info("{} job: host {} of [{}], master {}, {} rank(s) per host, device {}", to_string(job.cluster.platform),
            job.cluster.current_host, fmt::join(job.cluster.hosts, ", "), job.cluster.master_host, job.ranks_per_host,
            job.device);
-  if (!job.cluster.single_host()) return run_multi_host(job, settings, environment);
+  if (!user_command.empty()) {
+    std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
+    log_info("each rank runs: {}{}{}", fmt::join(user_command, " "), arguments.empty() ? "" : " ", arguments);
+  }
+  // Hosts that do not train (instance groups outside the distribution) still wait for the job's end.
+  if (job.cluster.all_hosts.size() > 1) return run_multi_host(job, settings, environment);
   return run_launcher(job, settings, environment);
 }
 
@@ -96,8 +106,15 @@ int dispatch(const std::vector<std::string>& args) {
     }
     return launch(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  if (command == "validate" && args.size() <= 2) {
-    return run_validate(args.size() == 2 ? std::optional<std::string>(args[1]) : std::nullopt);
+  if (command == "validate") {
+    // train validate [DIR] [-- CMD ARGS...]
+    auto separator = std::find(args.begin() + 1, args.end(), std::string("--"));
+    const size_t directories = static_cast<size_t>(separator - args.begin()) - 1;
+    const bool command_given = separator != args.end() && separator + 1 != args.end();
+    if (directories <= 1 && (separator == args.end() || command_given)) {
+      std::vector<std::string> user_command(separator == args.end() ? args.end() : separator + 1, args.end());
+      return run_validate(directories == 1 ? std::optional<std::string>(args[1]) : std::nullopt, user_command);
+    }
   }
   if (command == "hyperparameters" && args.size() == 1) {
     std::string table = hyperparameter_table_markdown();

@@ -8,7 +8,7 @@ namespace train {
 
 bool is_host_specific_variable(const std::string& name) {
   static const char* const exact[] = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "DISPLAY", "SSH_CLIENT",
-                                      "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "LS_COLORS"};
+                                      "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "LS_COLORS", "CURRENT_HOST"};
   if (std::find(std::begin(exact), std::end(exact), name) != std::end(exact)) return true;
   for (const char* prefix : {"OMPI_", "PMIX_", "ORTE_", "OPAL_", "PRTE_", "SM_"}) {
     if (name.rfind(prefix, 0) == 0) return true;
@@ -17,6 +17,9 @@ bool is_host_specific_variable(const std::string& name) {
 }
 
 namespace {
+
+constexpr std::string_view mca_variable_prefix = "OMPI_MCA_";
+constexpr const char* single_copy_parameter = "btl_vader_single_copy_mechanism";
 
 bool is_identifier(const std::string& name) {
   if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
@@ -68,10 +71,26 @@ std::vector<std::string> build_mpirun_command(const JobDescription& job, const s
     command.insert(command.end(), {"--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface,
                                    "-x", "NCCL_SOCKET_IFNAME=" + interface});
   }
+  const CustomMpiOptions options = job.hyperparameters.mpi_options();
+  // Open MPI's shared-memory transport copies large messages between a host's ranks with one
+  // process_vm_readv (CMA), which needs ptrace rights over the other rank. Docker's default container has
+  // none: every such message fails ("Read -1, expected ..., errno = 1"). Copying through the shared
+  // segment instead works everywhere, as the toolkit sets it. A user's own setting (options or
+  // environment) wins.
+  const bool single_copy_set = lookup(environment, std::string(mca_variable_prefix) + single_copy_parameter) ||
+                               std::find(options.arguments.begin(), options.arguments.end(), single_copy_parameter) !=
+                                   options.arguments.end();
+  if (!single_copy_set) command.insert(command.end(), {"--mca", single_copy_parameter, "none"});
+  // NCCL's log level: the options' --NCCL_DEBUG, else the launcher's own NCCL_DEBUG, else INFO as the
+  // toolkit sets it (the lines that show which network NCCL chose, EFA or sockets).
+  const std::string nccl_debug = options.nccl_debug.value_or(lookup(environment, "NCCL_DEBUG").value_or("INFO"));
+  command.insert(command.end(), {"-x", "NCCL_DEBUG=" + nccl_debug});
   for (const auto& [name, value] : environment) {
-    if (is_identifier(name) && !is_host_specific_variable(name)) command.insert(command.end(), {"-x", name});
+    if (is_identifier(name) && !is_host_specific_variable(name) && name != "NCCL_DEBUG") {
+      command.insert(command.end(), {"-x", name});
+    }
   }
-  for (auto& option : job.hyperparameters.custom_mpi_options()) command.push_back(option);
+  command.insert(command.end(), options.arguments.begin(), options.arguments.end());
   command.insert(command.end(), rank_program.begin(), rank_program.end());
   return command;
 }

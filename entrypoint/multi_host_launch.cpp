@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -218,6 +219,14 @@ class HostRun {
 
   int run_role() {
     const std::string address = own_address(job_);
+    if (!job_.cluster.trains_here()) {
+      // A host of an instance group outside the distribution: no rank runs here, so no sshd either.
+      log_info("host {} ({} on {}): not in the training instance groups; the job trains on {}", job_.cluster.current_host,
+               address, job_.cluster.network_interface, fmt::join(job_.cluster.hosts, ", "));
+      const std::string master_address = resolve_with_retry(job_.cluster.master_host, settings_.resolve_timeout, waiter_);
+      if (master_address.empty()) return stopped();
+      return run_idle_host(job_, master_address, settings_, waiter_);
+    }
     log_info("host {} ({} on {}): {} of a {}-host job", job_.cluster.current_host, address,
              job_.cluster.network_interface, job_.cluster.is_master() ? "master" : "worker", job_.cluster.hosts.size());
     sshd_ = std::make_unique<SshdService>(settings_, address, environment_, waiter_);
@@ -265,9 +274,13 @@ class HostRun {
     wait_for_peers(job_, addresses, settings_, waiter_);
     if (waiter_.stop_signal()) return stopped();
 
-    TemporaryHostfile hostfile(hostfile_text(mpirun_hosts, job_.ranks_per_host));
     LaunchSettings launch = launch_;
-    launch.hostfile = hostfile.path();
+    std::optional<TemporaryHostfile> hostfile;
+    // One training host (the others of a heterogeneous cluster wait): its ranks start locally, as on one host.
+    if (!job_.cluster.single_host()) {
+      hostfile.emplace(hostfile_text(mpirun_hosts, job_.ranks_per_host));
+      launch.hostfile = hostfile->path();
+    }
     int code = run_launcher(job_, launch, environment_, &waiter_.inbox(), sshd_children());
     // Workers tell a finished job from a lost master by whether the master still answers once their ranks
     // are gone; keep answering a little while.

@@ -11,7 +11,7 @@ int read_whole_number(const EnvironmentMap& environment, const char* name, int f
                       const char* example) {
   auto value = lookup(environment, name);
   if (!value) return fallback;
-  bool digits = value->size() <= 6 && value->find_first_not_of("0123456789") == std::string::npos;
+  bool digits = value->size() <= 7 && value->find_first_not_of("0123456789") == std::string::npos;
   int number = digits ? std::stoi(*value) : -1;
   if (!digits || number < minimum || number > maximum) {
     throw ConfigError(fmt::format("environment variable {}: expected a whole number from {} to {} such as {}, got \"{}\"",
@@ -34,6 +34,9 @@ MultiHostSettings multi_host_settings_from_environment(const EnvironmentMap& env
   settings.ranks_timeout = read_seconds(environment, "TRAIN_RANKS_TIMEOUT_SECONDS", settings.ranks_timeout);
   settings.master_lost_timeout =
       read_seconds(environment, "TRAIN_MASTER_LOST_SECONDS", settings.master_lost_timeout);
+  settings.idle_timeout = std::chrono::seconds(read_whole_number(environment, "TRAIN_IDLE_HOST_TIMEOUT_SECONDS",
+                                                                 static_cast<int>(settings.idle_timeout.count()), 0,
+                                                                 static_cast<int>(settings.idle_timeout.count()), "86400"));
   settings.master_linger = read_seconds(environment, "TRAIN_MASTER_LINGER_SECONDS", settings.master_linger);
   settings.registration_timeout =
       read_seconds(environment, "TRAIN_REGISTRATION_TIMEOUT_SECONDS", settings.registration_timeout);

@@ -19,6 +19,9 @@ struct MultiHostSettings {
   std::chrono::seconds ranks_timeout{900};
   // How long the master may be unreachable before a worker gives up on it.
   std::chrono::seconds master_lost_timeout{30};
+  // How long a host outside the training instance groups waits for the job's end (the master no longer
+  // answering): SageMaker's longest MaxRuntimeInSeconds, 28 days.
+  std::chrono::seconds idle_timeout{28 * 24 * 3600};
   // How long the master keeps answering after its ranks have finished, so that workers can tell a finished
   // job from a lost master.
   std::chrono::seconds master_linger{5};

@@ -12,6 +12,7 @@
 #include "entrypoint/signal_inbox.h"
 #include "job/job_description.h"
 #include "job/rank_environment.h"
+#include "job/sagemaker_environment.h"
 
 #include <fmt/format.h>
 
@@ -63,7 +64,7 @@ int run_rank_exec(const std::vector<std::string>& command) {
   JobDescription job;
   try {
     job = load_job_description(JobPaths::from_environment(), environment, detect_host_resources(),
-                               CheckMode::this_host);
+                               CheckMode::this_host, Workload::user_command);
     set_current_host_of_rank(job, *identity);
     if (!job.cluster.single_host()) mark_rank_started();
   } catch (const ConfigError& error) {
@@ -80,13 +81,16 @@ int run_rank_exec(const std::vector<std::string>& command) {
   sigprocmask(SIG_BLOCK, &handled, nullptr);
   become_child_subreaper();
 
+  // The user's hyperparameters follow the command, as the toolkit's runner appends them.
+  std::vector<std::string> argv = command;
+  for (auto& argument : user_command_arguments(job)) argv.push_back(std::move(argument));
   ChildProcess child;
   try {
     SpawnOptions options;
     options.capture_output = false;
     options.new_process_group = true;  // mpirun signals our group: SIGUSR2 must not reach the program
     options.die_with_parent = true;
-    child = spawn_child(command, rank_program_environment(job, environment, *identity), options);
+    child = spawn_child(argv, rank_program_environment(job, environment, *identity), options);
   } catch (const std::exception& error) {
     log_error("rank {}: {}", identity->rank, error.what());
     return exit_code::launch_failed;

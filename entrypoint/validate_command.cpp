@@ -4,6 +4,7 @@
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "job/job_description.h"
+#include "job/sagemaker_environment.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,7 @@
 
 namespace train {
 
-int run_validate(const std::optional<std::string>& dir) {
+int run_validate(const std::optional<std::string>& dir, const std::vector<std::string>& user_command) {
   JobPaths paths = JobPaths::from_environment();
   if (dir) {
     std::filesystem::path given(*dir);
@@ -33,8 +34,15 @@ int run_validate(const std::optional<std::string>& dir) {
   }
   try {
     JobDescription job =
-        load_job_description(paths, current_environment(), detect_host_resources(), CheckMode::offline);
-    write_line(1, describe_effective_configuration(job).dump(2));
+        load_job_description(paths, current_environment(), detect_host_resources(), CheckMode::offline,
+                             user_command.empty() ? Workload::train_resnet : Workload::user_command);
+    nlohmann::json description = describe_effective_configuration(job);
+    if (!user_command.empty()) {
+      std::vector<std::string> rank_command = user_command;
+      for (auto& argument : user_command_arguments(job)) rank_command.push_back(std::move(argument));
+      description["rank_command"] = rank_command;
+    }
+    write_line(1, description.dump(2));
     for (const auto& warning : job.warnings) write_line(2, "warning: " + warning);
     write_line(2, fmt::format("job description in {} is valid", paths.config_dir().string()));
     return exit_code::success;

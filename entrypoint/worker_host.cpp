@@ -162,4 +162,37 @@ int run_worker(const JobDescription& job, const std::string& master_address, con
   return exit_code::success;
 }
 
+int run_idle_host(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,
+                  JobWaiter& waiter) {
+  const auto start = clock::now();
+  wait_for_master_sshd(job, master_address, settings, waiter, start);
+  if (waiter.stop_signal()) return exit_code::signal_base + *waiter.stop_signal();
+  log_info("host {} runs no rank: it waits for the job on {} to end (up to {} s)", job.cluster.current_host,
+           fmt::join(job.cluster.hosts, ", "), settings.idle_timeout.count());
+  MasterWatch master(job, master_address, settings);
+  auto next_progress = clock::now() + progress_every;
+  while (true) {
+    try {
+      master.check();
+    } catch (const HostFailure&) {
+      // For a host with no ranks the master going away is the job's end, whatever its outcome: the master's
+      // report says which.
+      log_info("the master {} no longer answers: the job has ended; the master reports its outcome",
+               job.cluster.master_host);
+      return exit_code::success;
+    }
+    if (clock::now() - start > settings.idle_timeout) {
+      throw HostFailure(exit_code::timed_out,
+                        fmt::format("Host {} (no ranks) waited {} s for the job to end, in vain.",
+                                    job.cluster.current_host, settings.idle_timeout.count()),
+                        {"Raise TRAIN_IDLE_HOST_TIMEOUT_SECONDS for a job that runs longer."});
+    }
+    if (clock::now() >= next_progress) {
+      log_info("the job is still running on {} ({} s so far)", fmt::join(job.cluster.hosts, ", "), seconds_since(start));
+      next_progress = clock::now() + 10 * progress_every;
+    }
+    if (!waiter.pause(poll_interval)) return exit_code::signal_base + *waiter.stop_signal();
+  }
+}
+
 }  // namespace train

@@ -18,4 +18,11 @@ namespace train {
 int run_worker(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,
                std::chrono::seconds stop_grace, JobWaiter& waiter);
 
+// A host outside the training instance groups (job/training_hosts.h): no rank runs here. It waits
+// (bounded) for the master to answer, then for the job's end, which is when the master stops answering for
+// TRAIN_MASTER_LOST_SECONDS, and returns 0 (the master reports the job's outcome); 128+N after a stop signal
+// N. Throws HostFailure when the master never answered or the job outlasted settings.idle_timeout.
+int run_idle_host(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,
+                  JobWaiter& waiter);
+
 }  // namespace train

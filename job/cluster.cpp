@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 namespace train {
@@ -20,12 +21,17 @@ const char* to_string(JobPlatform platform) {
   return "?";
 }
 
+bool ClusterDescription::trains_here() const {
+  return std::find(hosts.begin(), hosts.end(), current_host) != hosts.end();
+}
+
 ClusterDescription cluster_from_sagemaker(const ResourceConfig& config) {
   ClusterDescription cluster;
   cluster.platform = JobPlatform::sagemaker;
   cluster.hosts = config.hosts;  // already sorted by parse_resource_config
   cluster.current_host = config.current_host;
   cluster.master_host = cluster.hosts.front();
+  cluster.all_hosts = cluster.hosts;
   cluster.network_interface = config.network_interface_name;
   return cluster;
 }
@@ -83,6 +89,7 @@ ClusterDescription cluster_from_batch(const EnvironmentMap& environment) {
   }
   cluster.current_host = node_name(info.node_index);
   cluster.master_host = node_name(info.main_node_index);
+  cluster.all_hosts = cluster.hosts;
   cluster.batch = info;
   return cluster;
 }
@@ -93,6 +100,7 @@ ClusterDescription cluster_for_local_host(const std::string& host_name) {
   cluster.hosts = {host_name};
   cluster.current_host = host_name;
   cluster.master_host = host_name;
+  cluster.all_hosts = cluster.hosts;
   return cluster;
 }
 

@@ -24,7 +24,10 @@ struct BatchNodeInfo {
 
 struct ClusterDescription {
   JobPlatform platform = JobPlatform::local;
-  std::vector<std::string> hosts;  // every host, master first for SageMaker (sorted) and Batch (by index)
+  std::vector<std::string> hosts;  // the hosts that train, master first for SageMaker (sorted) and Batch (by index)
+  // Every host of the job. Hosts outside `hosts` (instance groups left out of the distribution on a
+  // heterogeneous SageMaker cluster: job/training_hosts.h) run no rank; they wait for the job's end.
+  std::vector<std::string> all_hosts;
   std::string current_host;
   std::string master_host;
   std::string network_interface = "eth0";
@@ -32,6 +35,7 @@ struct ClusterDescription {
 
   bool is_master() const { return current_host == master_host; }
   bool single_host() const { return hosts.size() == 1; }
+  bool trains_here() const;
 };
 
 // SageMaker: master = first of the sorted hosts.

@@ -34,6 +34,9 @@ struct HyperparameterSpec {
   bool minimum_exclusive = false;
   bool maximum_exclusive = false;
   std::string_view help;
+  // Read by the launcher (how many ranks, how mpirun runs): honoured for `train -- CMD` too, where the
+  // rest of the schema (train's own training) does not apply.
+  bool launcher = false;
 };
 
 // Every hyperparameter, in the README's order.

@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/json_file.h"
 #include "common/nearest_name.h"
+#include "job/platform_keys.h"
 
 #include <fmt/format.h>
 
@@ -228,10 +229,15 @@ std::vector<std::string> Hyperparameters::custom_mpi_options() const {
   return split_shell_words(text("custom_mpi_options"), "hyperparameter `custom_mpi_options`");
 }
 
+CustomMpiOptions Hyperparameters::mpi_options() const {
+  return parse_custom_mpi_options(text("custom_mpi_options"), "hyperparameter `custom_mpi_options`");
+}
+
 nlohmann::json Hyperparameters::effective() const {
   nlohmann::json result = nlohmann::json::object();
   for (const auto& spec : hyperparameter_schema()) {
     auto it = values_.find(std::string(spec.name));
+    if (it == values_.end() && !considered_.count(std::string(spec.name))) continue;  // a user command's key
     if (it == values_.end()) {
       result[std::string(spec.name)] = nullptr;
       continue;
@@ -241,7 +247,8 @@ nlohmann::json Hyperparameters::effective() const {
   return result;
 }
 
-Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source) {
+Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
+                                      Workload workload) {
   if (!document.is_object()) {
     throw ConfigError(fmt::format("{}: expected a JSON object mapping hyperparameter names to string values, got {}",
                                   source, describe_json_type(document)));
@@ -250,8 +257,15 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
   ConfigProblems problems;
   std::map<std::string, std::string> given_through;  // schema name -> the key that set it
 
+  // The keys this workload reads: every schema key for train's own training, the launcher's for a command.
+  auto applies = [&](const HyperparameterSpec& spec) { return workload == Workload::train_resnet || spec.launcher; };
   std::vector<std::string_view> known_names;
-  for (const auto& spec : hyperparameter_schema()) known_names.push_back(spec.name);
+  for (const auto& spec : hyperparameter_schema()) {
+    if (applies(spec)) {
+      known_names.push_back(spec.name);
+      result.considered_.insert(std::string(spec.name));
+    }
+  }
 
   for (const auto& [key, raw] : document.items()) {
     nlohmann::json decoded = decode_hyperparameter_value(raw);
@@ -261,9 +275,10 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
     for (const auto& alias : hyperparameter_aliases()) {
       if (key == alias.alias) name = alias.name;
     }
-    if (name == key && key.rfind("sagemaker_", 0) == 0) continue;  // the platform's own settings
+    if (name == key && is_platform_key(key)) continue;  // the platform's own settings (job/platform_keys.h)
 
     const HyperparameterSpec* spec = find_hyperparameter(name);
+    if (workload == Workload::user_command && (spec == nullptr || !spec->launcher)) continue;  // the command's own
     if (spec == nullptr) {
       problems.add(fmt::format("hyperparameter `{}` is not known; did you mean `{}`? (`train hyperparameters` lists "
                                "them all)",
@@ -285,7 +300,7 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
     }
     if (spec->type == HyperparameterType::mpi_arguments) {
       try {
-        split_shell_words(std::get<std::string>(*value), fmt::format("hyperparameter `{}`", key));
+        parse_custom_mpi_options(std::get<std::string>(*value), fmt::format("hyperparameter `{}`", key));
       } catch (const ConfigError& error) {
         problems.add(error.what());
         continue;
@@ -307,7 +322,7 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
 
   for (const auto& spec : hyperparameter_schema()) {
     std::string name(spec.name);
-    if (result.values_.count(name) || !spec.default_value) continue;
+    if (result.values_.count(name) || !spec.default_value || !applies(spec)) continue;
     auto value = convert(spec, decode_hyperparameter_value(nlohmann::json(std::string(*spec.default_value))),
                          std::string(*spec.default_value));
     if (!value) throw std::logic_error("schema default does not validate: " + name);
@@ -316,13 +331,15 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
   return result;
 }
 
-Hyperparameters read_hyperparameters(const std::filesystem::path& path) {
+Hyperparameters read_hyperparameters(const std::filesystem::path& path, Workload workload) {
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return parse_hyperparameters(nlohmann::json::object(), path.string());
+  if (!std::filesystem::exists(path, error)) {
+    return parse_hyperparameters(nlohmann::json::object(), path.string(), workload);
+  }
   auto document = read_json_file(path);
   // Prefix messages with the file so the user knows where to look.
   try {
-    return parse_hyperparameters(document, path.string());
+    return parse_hyperparameters(document, path.string(), workload);
   } catch (const ConfigError& problem) {
     std::string message = problem.what();
     std::string prefixed;

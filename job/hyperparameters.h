@@ -2,6 +2,7 @@
 #pragma once
 
 #include "job/hyperparameter_schema.h"
+#include "job/mpi_options.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,11 @@
 #include <vector>
 
 namespace train {
+
+// What the ranks run: train's own ResNet training, whose schema every key must fit; or a user's command
+// (`train -- CMD`), whose hyperparameters are its own: only the launcher's keys are read and checked, and
+// every other key goes to the command as the toolkit passes it.
+enum class Workload { train_resnet, user_command };
 
 using HyperparameterValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 
@@ -41,19 +47,25 @@ class Hyperparameters {
 
   // `mpi_arguments` values split into arguments.
   std::vector<std::string> custom_mpi_options() const;
+  // custom_mpi_options as the toolkit reads them: NCCL_DEBUG taken out, the rest for mpirun.
+  CustomMpiOptions mpi_options() const;
 
  private:
-  friend Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source);
+  friend Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
+                                               Workload workload);
   std::map<std::string, HyperparameterValue> values_;
   std::set<std::string> given_;
+  std::set<std::string> considered_;  // the schema keys this workload reads
   nlohmann::json decoded_ = nlohmann::json::object();
 };
 
-// Every problem in the document is reported at once, one per line of the thrown ConfigError.
-Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source);
+// Every problem in the document is reported at once, one per line of the thrown ConfigError. Platform keys
+// (job/platform_keys.h) are kept in decoded() and left to the platform settings.
+Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
+                                      Workload workload = Workload::train_resnet);
 
 // A missing file means "all defaults" (local runs, AWS Batch).
-Hyperparameters read_hyperparameters(const std::filesystem::path& path);
+Hyperparameters read_hyperparameters(const std::filesystem::path& path, Workload workload = Workload::train_resnet);
 
 // The toolkit's decoding of one value: a string that parses as JSON becomes that JSON; anything else stays.
 nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw);

@@ -3,10 +3,13 @@
 #include "common/config_error.h"
 #include "common/json_file.h"
 #include "job/gpu_inventory.h"
+#include "job/sagemaker_environment.h"
+#include "job/training_hosts.h"
 
 #include <fmt/format.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace train {
@@ -40,7 +43,8 @@ void collect(ConfigProblems& problems, Loader&& loader) {
 
 void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblems& problems) {
   const auto& hp = job.hyperparameters;
-  const std::string& wanted = hp.text("device");
+  const bool own_training = job.workload == Workload::train_resnet;
+  const std::string wanted = hp.has("device") ? hp.text("device") : "auto";  // a user command's: auto
   auto host_problem = [&](std::string message) {
     if (mode == CheckMode::this_host) problems.add(std::move(message));
     else job.warnings.push_back(std::move(message) + " (on the machine that ran `train validate`)");
@@ -54,9 +58,28 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
 
   if (auto given = hp.optional_integer("processes_per_host")) {
     job.ranks_per_host = static_cast<int>(*given);
+  } else if (job.device == "cuda") {
+    job.ranks_per_host = job.resources.gpus;  // one rank per GPU
   } else {
-    // One rank per GPU; on a CPU host one rank drives every core through its threads.
-    job.ranks_per_host = job.device == "cuda" ? job.resources.gpus : 1;
+    // On a CPU host one rank drives every core through its threads. A user command on a Trainium host gets
+    // one rank per NeuronCore, as the toolkit gives it.
+    const int neurons = own_training ? 0 : neuron_cores(job.resource_config ? job.resource_config->current_instance_type : "");
+    job.ranks_per_host = neurons > 0 ? neurons : 1;
+  }
+  if (const auto total = job.platform.num_processes; total && !job.cluster.hosts.empty()) {
+    // The toolkit's -np: the job's rank count, spread evenly over the hosts that train.
+    const auto hosts = static_cast<int64_t>(job.cluster.hosts.size());
+    if (*total % hosts != 0) {
+      problems.add(fmt::format("hyperparameter `sagemaker_mpi_num_processes` is {} but the job has {} training "
+                               "host{}, each running the same number of ranks; use a multiple of {}",
+                               *total, hosts, hosts == 1 ? "" : "s", hosts));
+    } else if (hp.given("processes_per_host") && *total != hosts * job.ranks_per_host) {
+      problems.add(fmt::format("hyperparameters `sagemaker_mpi_num_processes` ({} ranks) and processes_per_host ({} "
+                               "per host on {} host{}) disagree; set only one",
+                               *total, job.ranks_per_host, hosts, hosts == 1 ? "" : "s"));
+    } else {
+      job.ranks_per_host = static_cast<int>(*total / hosts);
+    }
   }
   if (job.device == "cuda" && job.ranks_per_host > job.resources.gpus) {
     host_problem(fmt::format("hyperparameter `processes_per_host` is {} but this host has {} GPU{}; each rank needs "
@@ -70,6 +93,7 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
   } else {
     job.precision = job.device == "cuda" ? "bfloat16" : "float32";
   }
+  if (!own_training) return;  // precision and batch are train's own training's
   if (job.precision == "bfloat16" && job.device == "cpu") {
     std::string message = "hyperparameter `precision_dtype` is \"bfloat16\" but training runs on the CPU, which "
                           "trains in float32; remove precision_dtype or set it to float32";
@@ -90,9 +114,10 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
 }  // namespace
 
 JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap& environment,
-                                    const HostResources& resources, CheckMode mode) {
+                                    const HostResources& resources, CheckMode mode, Workload workload) {
   JobDescription job;
   job.paths = paths;
+  job.workload = workload;
   job.resources = resources;
   ConfigProblems problems;
 
@@ -120,9 +145,17 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
 
   bool hyperparameters_ok = false;
   collect(problems, [&] {
-    job.hyperparameters = read_hyperparameters(paths.hyperparameters());
+    job.hyperparameters = read_hyperparameters(paths.hyperparameters(), workload);
     hyperparameters_ok = true;
   });
+  job.platform = read_platform_settings(job.hyperparameters.decoded(), problems);
+  collect(problems, [&] {
+    if (job.platform.distribution_instance_groups && job.resource_config) {
+      select_training_hosts(job.cluster, *job.resource_config, *job.platform.distribution_instance_groups,
+                            job.warnings);
+    }
+  });
+  collect(problems, [&] { job.outputs = read_output_locations(paths); });
   collect(problems, [&] {
     if (std::filesystem::exists(paths.input_data_config(), error)) {
       job.input = read_input_data_config(paths.input_data_config());
@@ -151,11 +184,27 @@ nlohmann::json describe_effective_configuration(const JobDescription& job) {
                         {"path", job.paths.channel(channel.name).string()}});
   }
   nlohmann::json hyperparameters = job.hyperparameters.effective();
-  hyperparameters["precision_dtype"] = job.precision;
-  return {
+  nlohmann::json platform_keys = nlohmann::json::object();
+  nlohmann::json command_keys = nlohmann::json::object();
+  for (const auto& [key, value] : job.hyperparameters.decoded().items()) {
+    if (is_platform_key(key)) platform_keys[key] = value;
+    else if (!hyperparameters.contains(key)) command_keys[key] = value;
+  }
+  if (job.workload == Workload::train_resnet) hyperparameters["precision_dtype"] = job.precision;
+  std::vector<std::string> idle_hosts;
+  for (const auto& host : job.cluster.all_hosts) {
+    if (std::find(job.cluster.hosts.begin(), job.cluster.hosts.end(), host) == job.cluster.hosts.end()) {
+      idle_hosts.push_back(host);
+    }
+  }
+  nlohmann::json description = {
       {"platform", to_string(job.cluster.platform)},
-      {"hosts", job.cluster.hosts},
+      {"workload", job.workload == Workload::train_resnet ? "train's own ResNet training" : "a user command"},
+      {"hosts", job.cluster.all_hosts},
+      {"training_hosts", job.cluster.hosts},
+      {"hosts_not_training", idle_hosts},
       {"current_host", job.cluster.current_host},
+      {"this_host_trains", job.cluster.trains_here()},
       {"master_host", job.cluster.master_host},
       {"is_master", job.cluster.is_master()},
       {"network_interface", job.cluster.network_interface},
@@ -165,10 +214,19 @@ nlohmann::json describe_effective_configuration(const JobDescription& job) {
       {"ranks_per_host", job.ranks_per_host},
       {"world_size", job.world_size()},
       {"base_dir", job.paths.base.string()},
+      {"checkpoint_dir", job.outputs.checkpoints.string()},
+      {"tensorboard_dir", job.outputs.tensorboard.string()},
       {"channels", channels},
       {"hyperparameters", hyperparameters},
+      {"platform_hyperparameters", platform_keys},
       {"warnings", job.warnings},
   };
+  if (job.platform.distribution_instance_groups) {
+    description["training_instance_groups"] = *job.platform.distribution_instance_groups;
+  }
+  // A user command's own hyperparameters, which reach it as SM_HP_* and command-line arguments.
+  if (job.workload == Workload::user_command) description["command_hyperparameters"] = command_keys;
+  return description;
 }
 
 }  // namespace train

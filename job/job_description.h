@@ -7,6 +7,8 @@
 #include "job/cluster.h"
 #include "job/hyperparameters.h"
 #include "job/input_data_config.h"
+#include "job/output_locations.h"
+#include "job/platform_keys.h"
 #include "job/resource_config.h"
 
 #include <nlohmann/json.hpp>
@@ -34,8 +36,11 @@ struct JobDescription {
   JobPaths paths;
   ClusterDescription cluster;
   std::optional<ResourceConfig> resource_config;  // SageMaker only
+  Workload workload = Workload::train_resnet;
   Hyperparameters hyperparameters;
+  PlatformSettings platform;  // what the platform's own hyperparameters say
   InputDataConfig input;
+  OutputLocations outputs;  // checkpoints and TensorBoard files
   HostResources resources;
   std::string device;  // "cuda" or "cpu", resolved from the `device` hyperparameter
   std::string precision;  // "float32" or "bfloat16", resolved
@@ -45,10 +50,11 @@ struct JobDescription {
   int world_size() const { return ranks_per_host * static_cast<int>(cluster.hosts.size()); }
 };
 
-// Reads the job description for `paths` and the environment. Every problem found is reported at once in
-// the thrown ConfigError, one per line.
+// Reads the job description for `paths` and the environment, for the ranks' `workload`. Every problem found
+// is reported at once in the thrown ConfigError, one per line.
 JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap& environment,
-                                    const HostResources& resources, CheckMode mode);
+                                    const HostResources& resources, CheckMode mode,
+                                    Workload workload = Workload::train_resnet);
 
 // The effective configuration as `train validate` prints it.
 nlohmann::json describe_effective_configuration(const JobDescription& job);

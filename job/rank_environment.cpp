@@ -33,7 +33,7 @@ int threads_per_rank(const JobDescription& job, const RankIdentity& identity) {
 EnvironmentMap rank_program_environment(const JobDescription& job, const EnvironmentMap& environment,
                                         const RankIdentity& identity) {
   EnvironmentMap result = environment;
-  for (auto& [name, value] : sagemaker_variables(job)) result[name] = value;
+  for (auto& [name, value] : sagemaker_variables(job, environment)) result[name] = value;
   if (!lookup(result, "OMP_NUM_THREADS")) result["OMP_NUM_THREADS"] = std::to_string(threads_per_rank(job, identity));
   return result;
 }

@@ -25,7 +25,8 @@ std::optional<RankIdentity> rank_identity_from_environment(const EnvironmentMap&
 // ranks read their own host's resourceconfig.json and need nothing.)
 void set_current_host_of_rank(JobDescription& job, const RankIdentity& identity);
 
-// `environment` plus SM_* for this host, and OMP_NUM_THREADS (unless set) = this host's cores / its ranks.
+// `environment` plus SM_* (and the toolkit's CURRENT_HOST, SAGEMAKER_JOB_NAME, SAGEMAKER_REGION) for this
+// host, and OMP_NUM_THREADS (unless set) = this host's cores / its ranks.
 EnvironmentMap rank_program_environment(const JobDescription& job, const EnvironmentMap& environment,
                                         const RankIdentity& identity);
 

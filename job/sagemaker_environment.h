@@ -10,10 +10,27 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 namespace train {
 
-EnvironmentMap sagemaker_variables(const JobDescription& job);
+// The SM_* variables, and the toolkit's other variables of a rank's environment (CURRENT_HOST,
+// SAGEMAKER_JOB_NAME, SAGEMAKER_REGION). `environment` is the launcher's (TRAINING_JOB_NAME,
+// SAGEMAKER_PROGRAM, SAGEMAKER_TRAINING_MODULE, AWS_REGION are read from it).
+EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentMap& environment = {});
+
+// The user's hyperparameters as the toolkit hands them to the user's program (SM_HPS): every key of
+// hyperparameters.json except the platform's and train's launcher keys, JSON-decoded.
+nlohmann::json user_hyperparameters(const JobDescription& job);
+
+// The command-line arguments the toolkit's runner appends to the user's program (SM_USER_ARGS): `--key
+// value` for each user hyperparameter in sorted order (`-k` for a one-letter key), values as Python's str()
+// writes them, a dict as "k=v,k2=v2".
+std::vector<std::string> user_command_arguments(const JobDescription& job);
+
+// NeuronCores on this host as the toolkit counts them for SM_NUM_NEURONS: 64 on a trn2.48xlarge. (The
+// toolkit asks `neuron-ls` elsewhere; this image has no Neuron tools, so any other host counts 0.)
+int neuron_cores(const std::string& instance_type);
 
 // The toolkit's encoding of one value: strings as they are, null as "", the rest as compact JSON with
 // sorted keys and non-ASCII escaped.

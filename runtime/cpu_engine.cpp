@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace train {
 
 namespace {
@@ -58,7 +60,10 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   const auto result = model_.train_step(
       batch.images.data(), batch.labels.data(), batch.size, static_cast<float>(settings_.label_smoothing),
       gradient_scale_, [&](int p) { reducer_.tensor_ready(p); }, [&] { reducer_.progress(); });
+  const auto reduction_started = std::chrono::steady_clock::now();
   reducer_.finish();
+  totals_.reduction_wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - reduction_started).count();
   ops::sgd_step<float>(sgd_tensors_, optimizer_options(settings_, learning_rate));
 
   totals_.loss += result.loss * batch.size;

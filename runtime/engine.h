@@ -31,6 +31,10 @@ struct StepTotals {
   double images = 0;
   double correct = 0;  // top-1 hits (training-mode logits)
   int64_t steps = 0;
+  // Seconds this rank waited for the other ranks' gradients: after its backward pass, until the last bucket
+  // of the step was reduced (the CPU engine: its reducer's finish()). The per-rank timing lines and the
+  // straggler report (runtime/rank_timing.h) read it; a rank that waits long is waiting for a slower one.
+  double reduction_wait_seconds = 0;
 };
 
 class Engine {

@@ -66,6 +66,7 @@ int Trainer::run() {
   if (settings_.max_steps > 0) total_steps_ = std::min(total_steps_, settings_.max_steps);
   schedule_ = make_schedule(settings_, steps_per_epoch_, total_steps_);
   announce();
+  open_reports();
   last_log_ = clock::now();
   start_ = last_log_;
   steps_at_start_ = step_;
@@ -77,7 +78,7 @@ int Trainer::run_epochs(data::BatchLoader& loader) {
   int64_t epoch = resume_position_.epoch;
   data::Batch batch;
   while (step_ < total_steps_) {
-    if (!next_batch(loader, batch)) break;
+    if (!next_training_batch(loader, batch)) break;
     if (batch.position.epoch != epoch) {
       end_of_epoch(epoch);
       epoch = batch.position.epoch;
@@ -105,7 +106,7 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
   data::Batch pending, first;
   bool have_pending = false, have_first = false, last_epoch_closed = false;
   while (settings_.max_steps == 0 || step_ < settings_.max_steps) {
-    if (!have_pending) have_pending = next_batch(loader, pending);
+    if (!have_pending) have_pending = next_training_batch(loader, pending);
     const bool in_epoch = have_pending && pending.position.epoch == epoch;
     int64_t ranks_with_data = in_epoch ? 1 : 0;
     bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
@@ -171,6 +172,33 @@ bool Trainer::next_batch(data::BatchLoader& loader, data::Batch& batch) {
   }
 }
 
+bool Trainer::next_training_batch(data::BatchLoader& loader, data::Batch& batch) {
+  const auto started = clock::now();
+  const bool got = next_batch(loader, batch);
+  interval_data_wait_ += std::chrono::duration<double>(clock::now() - started).count();
+  return got;
+}
+
+// Seconds of training so far: wall time less the time spent at epoch ends (validation, checkpoints), so
+// that images/s and step times are the steps' own.
+double Trainer::training_seconds() const {
+  return std::chrono::duration<double>(clock::now() - start_).count() - paused_seconds_;
+}
+
+// The engine's totals since the last call, summed over the job, into this log interval's and this epoch's
+// figures (collective: every rank calls it at the same step).
+void Trainer::collect_totals() {
+  const StepTotals mine = engine_->take_totals();
+  interval_reduction_wait_ += mine.reduction_wait_seconds;
+  double sums[3] = {mine.loss, mine.images, mine.correct};
+  const auto started = clock::now();
+  bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
+  interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - started).count();  // as the stop vote
+  const TrainingSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
+  interval_.add(collected);
+  epoch_.add(collected);
+}
+
 // One training step of the whole job; returns true when the job agreed to stop after it. The engine's step
 // may still be running on the device when this returns: its loss and hits are read only at log lines.
 bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
@@ -180,32 +208,45 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   ++step_;
   // Every rank votes after every step, so all stop at the same one.
   int stop = stop_requested() ? 1 : 0;
+  const auto vote_started = clock::now();
   bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+  // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
+  // collective's algorithm and the rank's place in it): it counts as waiting for the others.
+  interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - vote_started).count();
   if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
   return stop > 0;
 }
 
-// The job's loss, top-1 and images/s since the last line (collective: every rank calls it at the same step).
+// The job's loss, top-1 and images/s since the last line, and every rank's timing (collective: every rank
+// calls it at the same step).
 void Trainer::log_progress(int64_t epoch) {
-  const StepTotals mine = engine_->take_totals();
-  double sums[3] = {mine.loss, mine.images, mine.correct};
-  bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
+  collect_totals();
+  const double trained = training_seconds();
+  const double interval_seconds = trained - interval_start_seconds_;
+  const double steps = static_cast<double>(std::max<int64_t>(1, interval_.steps));
+  const RankTimes mine{interval_seconds / steps, interval_data_wait_ / steps, interval_reduction_wait_ / steps};
+  const std::vector<RankTimes> times = gather_rank_times(mine, comm_, collective_timeout());
   const auto now = clock::now();
   if (identity_.rank == 0) {
-    const double interval = std::chrono::duration<double>(now - last_log_).count();
     const double since_start = std::chrono::duration<double>(now - start_).count();
     const double per_step = since_start / static_cast<double>(std::max<int64_t>(1, step_ - steps_at_start_));
+    interval_.seconds = interval_seconds;
     write_line(1, fmt::format("step={} epoch={} loss={:.6f} train_top1={:.4f} lr={:.6g} images_per_sec={:.1f} eta={}",
-                              step_, epoch, sums[0] / sums[1], sums[2] / sums[1], last_learning_rate_,
-                              interval > 0 ? sums[1] / interval : 0.0,
+                              step_, epoch, interval_.mean_loss(), interval_.top1(), last_learning_rate_,
+                              interval_.images_per_second(),
                               format_duration(per_step * static_cast<double>(total_steps_ - step_))));
+    report_interval(epoch, times, interval_seconds);
   }
+  interval_ = TrainingSums{};
+  interval_data_wait_ = interval_reduction_wait_ = 0;
+  interval_start_seconds_ = trained;
   last_log_ = now;
 }
 
 // The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal).
 int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
   save_checkpoint(next, "stop request");
+  write_summary("stopped");
   if (identity_.rank == 0) {
     write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
                               step_, signal_description()));
@@ -218,17 +259,25 @@ int Trainer::finish_training() {
   const std::vector<float> parameters = engine_->parameters();
   check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
   write_model();
+  write_summary("finished");
   return 0;
 }
 
 // After the last step of `epoch` (or the last step of training, which may end an epoch part-way: then
 // `complete` is false and no end-of-epoch checkpoint is written).
 void Trainer::end_of_epoch(int64_t epoch, bool complete) {
+  collect_totals();
+  epoch_.seconds = training_seconds() - epoch_start_seconds_;
+  const auto paused_at = clock::now();  // the training clock stops for validation and checkpoints
   if (settings_.skip_corrupt) report_corrupt(epoch);
-  validate(epoch);
+  const std::optional<Validation> validation = validate(epoch);
+  report_epoch(epoch, validation, complete);
   if (complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
     save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
   }
+  paused_seconds_ += std::chrono::duration<double>(clock::now() - paused_at).count();
+  epoch_ = TrainingSums{};
+  epoch_start_seconds_ = training_seconds();
 }
 
 // skip_corrupt=true: one line per epoch on rank 0 with the job's count (regex: corrupt_records_skipped=(\d+)).
@@ -246,10 +295,11 @@ void Trainer::report_corrupt(int64_t epoch) {
   }
 }
 
-// Top-1 and top-5 of the model in inference mode over the validation channel (each image counted once).
-void Trainer::validate(int64_t epoch) {
+// Top-1 and top-5 of the model in inference mode over the validation channel (each image counted once);
+// nullopt without a validation channel.
+std::optional<Validation> Trainer::validate(int64_t epoch) {
   std::unique_ptr<data::BatchLoader> loader = data_->open_validation();
-  if (!loader) return;
+  if (!loader) return std::nullopt;
   const int classes = data_->classes();
   std::vector<float> logits(static_cast<size_t>(settings_.batch_per_rank) * static_cast<size_t>(classes));
   double counts[3] = {0, 0, 0};  // images, top-1 hits, top-5 hits
@@ -271,11 +321,13 @@ void Trainer::validate(int64_t epoch) {
     }
   }
   bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the validation counts");
+  const Validation result{counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
+                          static_cast<int64_t>(counts[0])};
   if (identity_.rank == 0) {
     write_line(1, fmt::format("epoch={} validation_top1={:.4f} validation_top5={:.4f} validation_images={}", epoch,
-                              counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
-                              static_cast<int64_t>(counts[0])));
+                              result.top1, result.top5, result.images));
   }
+  return result;
 }
 
 void Trainer::announce() const {

@@ -8,6 +8,9 @@
 #include "runtime/data/batch_loader.h"
 #include "runtime/engine.h"
 #include "runtime/learning_rate.h"
+#include "runtime/metrics_summary.h"
+#include "runtime/rank_timing.h"
+#include "runtime/tensorboard_writer.h"
 #include "runtime/training_data.h"
 #include "runtime/training_settings.h"
 
@@ -42,14 +45,22 @@ class Trainer {
   int run_epochs(data::BatchLoader& loader);
   int run_pipe(data::BatchLoader& loader);
   bool next_batch(data::BatchLoader& loader, data::Batch& batch);
+  bool next_training_batch(data::BatchLoader& loader, data::Batch& batch);  // next_batch, its wait timed
   bool train_one_step(const data::Batch& batch, bool padding = false);
   void log_progress(int64_t epoch);
+  void collect_totals();
+  double training_seconds() const;
   void end_of_epoch(int64_t epoch, bool complete = true);
   void report_corrupt(int64_t epoch);
-  void validate(int64_t epoch);
+  std::optional<Validation> validate(int64_t epoch);
   int stop_with_checkpoint(const data::DataPosition& next);
   int finish_training();
   void announce() const;
+  // training_report.cpp: what rank 0 writes besides the log: metrics.json, TensorBoard events
+  void open_reports();
+  void report_interval(int64_t epoch, const std::vector<RankTimes>& times, double interval_seconds);
+  void report_epoch(int64_t epoch, const std::optional<Validation>& validation, bool complete);
+  void write_summary(const std::string& status);
   void open_sample_log();
   void log_samples(const data::Batch& batch, bool padding);
   std::chrono::milliseconds collective_timeout() const;
@@ -74,6 +85,15 @@ class Trainer {
   LearningRateSchedule schedule_;
   double last_learning_rate_ = 0;
   clock::time_point last_log_, start_;
+  // Job-wide sums since the last log line and in this epoch; this rank's own waits since the last log line.
+  TrainingSums interval_, epoch_;
+  double interval_data_wait_ = 0, interval_reduction_wait_ = 0;
+  // The training clock: wall time since start_ less the time spent at epoch ends (validation, checkpoints).
+  double paused_seconds_ = 0, interval_start_seconds_ = 0, epoch_start_seconds_ = 0;
+  std::vector<std::string> rank_hosts_;  // rank 0: every rank's host
+  std::optional<StragglerWatch> stragglers_;
+  std::optional<MetricsSummary> summary_;            // rank 0
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0; null when its folder cannot be written
 };
 
 }  // namespace train

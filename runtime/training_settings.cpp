@@ -148,7 +148,10 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.data_rank = sharded ? identity.local_rank : identity.rank;
   settings.data_ranks = sharded ? identity.local_size : identity.size;
   settings.model_dir = job.paths.model();
-  settings.checkpoint_dir = job.paths.checkpoints();
+  settings.checkpoint_dir = job.outputs.checkpoints;  // checkpointconfig.json may move it
+  settings.tensorboard_dir = job.outputs.tensorboard;
+  settings.metrics_file = job.paths.output_data() / "metrics.json";
+  settings.host = job.cluster.current_host;
   settings.threads = threads_per_rank(job, identity);
   settings.local_rank = identity.local_rank;
   settings.fast_path = fast_path_from_environment();

@@ -69,6 +69,9 @@ struct TrainingSettings {
   std::filesystem::path pipe_fifo_prefix;
   bool pipe_unwrap_recordio = false;  // RecordWrapperType=RecordIO
   std::filesystem::path model_dir, checkpoint_dir;
+  std::filesystem::path tensorboard_dir;  // TensorBoard event files (rank 0)
+  std::filesystem::path metrics_file;     // metrics.json (rank 0)
+  std::string host;                       // this rank's host, for the per-rank timing lines
   int threads = 1;  // compute threads of this rank
   int local_rank = 0;  // this rank's GPU, on a CUDA device
   // TRAIN_FAST_PATH=1: the step's fast path under development (gradient buffers shared by lifetime, ...),

@@ -22,6 +22,7 @@ packages=(
   procps util-linux iproute2          # ps/pgrep, unshare (PID-1 tests), ip
   openssh-server openssh-client       # sshd and ssh between hosts of multi-host jobs (scripts/simcluster.py)
   podman runc netavark aardvark-dns iptables debootstrap  # tests/container: build and run the image (no Docker, no registry)
+  python3-venv python3-absl           # build-python/: TensorBoard's own reader for tests/training/test_reports.py
 )
 
 mkdir -p build
@@ -62,6 +63,15 @@ echo "setup: configuring build/ (TRAIN_CUDA=${TRAIN_CUDA:-AUTO})"
 logged configure cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIN_CUDA="${TRAIN_CUDA:-AUTO}" \
   "${launcher[@]}"
 grep '^-- train:' build/setup-configure.log | sed 's/^-- /setup: /'
+
+# TensorBoard's reader reads train's event files back in the tests. Debian has no tensorboard package: PyPI's,
+# pinned, in a venv over Debian's numpy and absl (its protobuf code wants a newer protobuf than Debian's).
+if ! build-python/bin/python -c "import tensorboard.backend.event_processing.event_accumulator" 2>/dev/null; then
+  echo "setup: installing TensorBoard's reader into build-python/"
+  logged venv /usr/bin/python3 -m venv --system-site-packages build-python
+  logged tensorboard build-python/bin/pip install --disable-pip-version-check --no-deps --ignore-installed \
+    tensorboard==2.21.0 protobuf==6.31.1
+fi
 
 jobs="${SETUP_JOBS:-$(nproc)}"
 echo "setup: building build/ with $jobs jobs"

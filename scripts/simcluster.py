@@ -789,21 +789,25 @@ def sdk_encoded_hyperparameters(values):
 
 
 def write_sagemaker_job(cluster, hyperparameters=None, input_data_config=None, network_interface_name=None,
-                        instance_type="ml.c5.xlarge"):
+                        instance_type="ml.c5.xlarge", instance_groups=None):
     """Writes /opt/ml/input/config/{resourceconfig,hyperparameters,inputdataconfig}.json on every host.
 
     hyperparameters and input_data_config are written as given (hyperparameters' values should be strings,
     as SageMaker's are; see sdk_encoded_hyperparameters). network_interface_name defaults to the cluster's
-    interface (pass another to rehearse a wrong one)."""
-    group = "homogeneousCluster"
+    interface (pass another to rehearse a wrong one). instance_groups makes a heterogeneous cluster: a list of
+    {"name": ..., "hosts": [...], "instance_type": ...} covering every host; by default all hosts are one
+    group, "homogeneousCluster"."""
+    groups = instance_groups or [{"name": "homogeneousCluster", "hosts": list(cluster.hosts),
+                                  "instance_type": instance_type}]
     for host in cluster.hosts:
+        group = next(g for g in groups if host in g["hosts"])
         resource_config = {
             "current_host": host,
-            "current_instance_type": instance_type,
-            "current_group_name": group,
+            "current_instance_type": group["instance_type"],
+            "current_group_name": group["name"],
             "hosts": sorted(cluster.hosts),  # SageMaker sorts as strings: algo-10 before algo-2
-            "instance_groups": [{"instance_group_name": group, "instance_type": instance_type,
-                                 "hosts": list(cluster.hosts)}],  # not sorted, as on SageMaker
+            "instance_groups": [{"instance_group_name": g["name"], "instance_type": g["instance_type"],
+                                 "hosts": list(g["hosts"])} for g in groups],  # not sorted, as on SageMaker
             "network_interface_name": network_interface_name or cluster.interface,
         }
         for sub in ("input/data", "model", "output/data"):  # what SageMaker makes before the job starts

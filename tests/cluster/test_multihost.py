@@ -4,6 +4,8 @@ mount namespace per host, a real sshd on each, each host's own /opt/ml), started
 - 3 hosts x 2 ranks train ResNet-50 for a few steps: one model, identical parameters on every rank, and the
   same model as one host with 6 ranks (same seed, same data);
 - the same through AWS Batch variables, children starting in random order and one 10 s late;
+- heterogeneous clusters: only the distribution's instance groups run ranks, the other hosts wait for the
+  job's end and exit 0;
 - faults, each ending in bounded time with the documented exit code on every host, a precise failure file,
   and no process of the job left on any host: a rank killed on a worker, a worker that never starts, the
   master killed, SIGTERM to the master (checkpoint, then a restarted job resumes), a wrong network
@@ -270,6 +272,56 @@ class MultiHostTest(unittest.TestCase):
                 host = cluster.hosts[rank // 2]
                 self.assertIn(f'rank {rank}: SM_CURRENT_HOST={host} hostname={host} '
                               f'SM_HOSTS=["algo-1","algo-2","algo-3"]', job.log("algo-1"))
+            self.assert_nothing_left(cluster)
+
+    # -- heterogeneous clusters: only the distribution's instance groups train ---------------------------
+
+    def test_instance_groups_only_the_distributions_hosts_run_ranks(self):
+        groups = [{"name": "data", "hosts": ["algo-1"], "instance_type": "ml.c5.xlarge"},
+                  {"name": "gpu", "hosts": ["algo-3", "algo-2"], "instance_type": "ml.p4d.24xlarge"}]
+        # A tuning job's keys, the distribution's groups, and the command's own hyperparameters.
+        hyperparameters = {"sagemaker_distribution_instance_groups": ["gpu"], "processes_per_host": 2,
+                           "_tuning_objective_metric": "loss", "sagemaker_program": "train.py",
+                           "batch-size": 64, "lr": 0.01}
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters),
+                                           instance_groups=groups)
+            script = 'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname) group=$SM_CURRENT_INSTANCE_GROUP args: $*"'
+            job = Job(cluster, env=FAST_FAULTS, command=["/bin/sh", "-c", script, "sh"])
+            self.start_all(job)
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
+            master = job.log("algo-2")  # the first of the training hosts, sorted
+            for rank in range(4):
+                host = ["algo-2", "algo-3"][rank // 2]
+                self.assertIn(f"rank {rank} on {host} group=gpu args: --batch-size 64 --lr 0.01", master, job.describe())
+            self.assertNotIn("on algo-1", master)
+            self.assertIn("all 4 ranks finished successfully", master)
+            idle = job.log("algo-1")
+            self.assertIn("not in the training instance groups", idle, job.describe())
+            self.assertIn("the job has ended", idle, job.describe())
+            self.assertNotIn("/usr/sbin/sshd", idle)  # no rank comes here, so no sshd either
+            for host in cluster.hosts:
+                self.assertIsNone(failure_text(cluster, host), job.describe())
+            self.assertTrue(os.path.exists(os.path.join(cluster.opt_ml("algo-2"), "output", "success")))
+            self.assert_nothing_left(cluster)
+
+    def test_instance_groups_one_training_host_trains_resnet(self):
+        groups = [{"name": "gpu", "hosts": ["algo-2"], "instance_type": "ml.p4d.24xlarge"},
+                  {"name": "data", "hosts": ["algo-3", "algo-1"], "instance_type": "ml.c5.xlarge"}]
+        hyperparameters = dict(LONG_JOB, max_steps=3, sagemaker_distribution_instance_groups=["gpu"])
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters),
+                                           instance_groups=groups)
+            job = Job(cluster, env=FAST_FAULTS)
+            self.start_all(job)
+            codes = job.wait()
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
+            self.assertIn("parameters identical on all 2 ranks", job.log("algo-2"), job.describe())
+            self.assertTrue(os.path.exists(model_path(cluster, "algo-2")))
+            for idle in ("algo-1", "algo-3"):
+                self.assertIn("the job has ended", job.log(idle), job.describe())
+                self.assertFalse(os.path.exists(model_path(cluster, idle)))
             self.assert_nothing_left(cluster)
 
     # -- faults ----------------------------------------------------------------------------------------

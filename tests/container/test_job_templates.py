@@ -75,6 +75,13 @@ class TemplateTest(unittest.TestCase):
             self.assertNotIn("command", node_range["container"], "the image's ENTRYPOINT is train")
             for variable in node_range["container"]["environment"]:
                 self.assertIn(variable["name"], readme_variables)
+            # EFA: the uverbs devices reach the container (p5.48xlarge has 32), memory may be locked.
+            devices = node_range["container"]["linuxParameters"]["devices"]
+            self.assertEqual([d["containerPath"] for d in devices], [f"/dev/infiniband/uverbs{i}" for i in range(32)])
+            for device in devices:
+                self.assertEqual(device["hostPath"], device["containerPath"])
+                self.assertIn("WRITE", device["permissions"])
+            self.assertIn({"name": "memlock", "softLimit": -1, "hardLimit": -1}, node_range["container"]["ulimits"])
 
 
 class MakeTrainingJobsTest(unittest.TestCase):

@@ -5,6 +5,7 @@
 #include "common/json_file.h"
 #include "job/hyperparameters.h"
 #include "job/input_data_config.h"
+#include "job/platform_keys.h"
 #include "job/resource_config.h"
 
 #include <cstddef>
@@ -67,6 +68,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       bug("custom_mpi_options", std::string("accepted options that do not split: ") + error.what());
     }
     (void)hyperparameters.decoded().dump(-1, ' ', true, nlohmann::json::error_handler_t::strict);
+    try {
+      (void)hyperparameters.mpi_options();
+    } catch (const train::ConfigError& error) {
+      bug("mpi_options", std::string("accepted options the toolkit's reading refuses: ") + error.what());
+    }
+    train::ConfigProblems problems;  // the platform's keys: problems are collected, never thrown here
+    (void)train::read_platform_settings(hyperparameters.decoded(), problems);
+  });
+  expect_only_config_errors("parse_hyperparameters (a user command's)", [&] {
+    auto hyperparameters = train::parse_hyperparameters(document, "hyperparameters.json", train::Workload::user_command);
+    (void)hyperparameters.effective().dump();
   });
   expect_only_config_errors("parse_input_data_config", [&] {
     auto config = train::parse_input_data_config(document, "inputdataconfig.json");

@@ -26,7 +26,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 sources=("$here/fuzz_job_config.cpp")
 for name in common/json_file job/resource_config job/input_data_config job/hyperparameter_schema job/hyperparameters \
-            common/nearest_name; do
+            job/mpi_options job/platform_keys common/nearest_name; do
   sources+=("$root/$name.cpp")
 done
 
@@ -66,6 +66,11 @@ cat >"$seeds/hyperparameters_sdk.json" <<'JSON'
  "image_shape": "\"3,224,224\"", "sagemaker_program": "\"train.py\"", "sagemaker_mpi_num_of_processes_per_host": "8",
  "sagemaker_mpi_custom_mpi_options": "\"-x NCCL_DEBUG=INFO --mca btl_tcp_if_include 'eth0'\""}
 JSON
+cat >"$seeds/hyperparameters_tuning.json" <<'JSON'
+{"_tuning_objective_metric": "\"validation:top1\"", "learning_rate": "0.0731", "sagemaker_estimator_class_name": "\"Estimator\"",
+ "sagemaker_mpi_num_processes": "16", "sagemaker_distribution_instance_groups": "[\"gpu\"]",
+ "custom_mpi_options": "\"--NCCL_DEBUG=WARN -x A=1\"", "batch-size": "64"}
+JSON
 cat >"$seeds/hyperparameters_raw.json" <<'JSON'
 {"optimizer": "sgd", "learning_rate": "0.1", "mini_batch_size": "256", "momentum": "0.9", "weight_decay": "1e-4",
  "lr_scheduler": "step", "lr_scheduler_factor": "0.1", "warmup_epochs": "5", "label_smoothing": "0.1",
@@ -86,7 +91,9 @@ dictionary="$build/job_config.dict"
   for word in current_host hosts network_interface_name current_instance_type current_group_name instance_groups \
               instance_group_name instance_type topology algo-1 algo-2 eth0 TrainingInputMode S3DistributionType \
               RecordWrapperType ContentType File Pipe FastFile FullyReplicated ShardedByS3Key None RecordIO \
-              sagemaker_ sagemaker_mpi_num_of_processes_per_host sagemaker_mpi_custom_mpi_options; do
+              sagemaker_ sagemaker_mpi_num_of_processes_per_host sagemaker_mpi_custom_mpi_options \
+              sagemaker_mpi_num_processes sagemaker_distribution_instance_groups sagemaker_program \
+              sagemaker_submit_directory sagemaker_container_log_level _tuning_objective_metric --NCCL_DEBUG; do
     printf '"\\"%s\\""\n' "$word"
   done
   for word in num_layers image_shape num_classes mini_batch_size epochs learning_rate lr_scheduler lr_scheduler_step \

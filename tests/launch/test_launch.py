@@ -155,6 +155,11 @@ class LaunchTestCase(unittest.TestCase):
         with open(os.path.join(config, "inputdataconfig.json"), "w") as f:
             json.dump({}, f)
 
+    def rank_environment(self, rank):
+        """The environment a rank's command wrote with `env > "$TEST_WORK/env.$OMPI_COMM_WORLD_RANK"`."""
+        with open(os.path.join(self.work, f"env.{rank}")) as f:
+            return dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+
     def output_path(self, name):
         return os.path.join(self.base, "output", name)
 
@@ -467,8 +472,7 @@ class OneHostLaunch(LaunchTestCase):
             extra_env={"MY_EXPORTED_SETTING": exported})
         self.assert_exit_code(code, 0)
         for rank in range(RANKS):
-            with open(os.path.join(self.work, f"env.{rank}")) as f:
-                env = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+            env = self.rank_environment(rank)
             self.assertEqual(env.get("SM_CURRENT_HOST"), HOST)
             self.assertEqual(json.loads(env.get("SM_HOSTS", "null")), [HOST])
             self.assertRegex(env.get("SM_NUM_CPUS", ""), r"^[1-9][0-9]*$")
@@ -478,6 +482,46 @@ class OneHostLaunch(LaunchTestCase):
             self.assertEqual(env.get("SAGEMAKER_BASE_DIR"), self.base)
             with open(os.path.join(self.work, f"args.{rank}")) as f:
                 self.assertEqual(f.read(), "two words\n*\n$HOME\n\n")
+        self.assertTrue(os.path.exists(self.output_path("success")))
+        self.assert_nothing_left()
+
+    def test_user_command_gets_its_own_hyperparameters_in_a_tuning_job(self):
+        # As the SDK writes them (each value JSON-encoded), with the tuner's and the SDK's keys beside the
+        # script's own, which train's ResNet schema would refuse.
+        self.write_job(hyperparameters={
+            "batch-size": "64", "lr": "0.01", "optimizer": '"adamw"', "verbose": "true",
+            "_tuning_objective_metric": '"validation:accuracy"', "sagemaker_program": '"my_train.py"',
+            "sagemaker_container_log_level": "10", "sagemaker_job_name": '"hpo-7"',
+            "sagemaker_mpi_num_processes": "2", "sagemaker_mpi_custom_mpi_options": '"--NCCL_DEBUG WARN"'})
+        code = self.run_train(
+            # The environment as the command was started with it: dash (sh) drops names holding a hyphen
+            # (SM_HP_BATCH-SIZE) from what it passes on; Python and bash keep them, as under the toolkit.
+            ["--", "sh", "-c", 'tr "\\0" "\\n" < /proc/$$/environ > "$TEST_WORK/env.$OMPI_COMM_WORLD_RANK"; '
+                               'printf "%s\\n" "$@" > "$TEST_WORK/args.$OMPI_COMM_WORLD_RANK"',
+             "argv0", "--mine"],
+            extra_env={"TRAINING_JOB_NAME": "hpo-7-003-abcd"})
+        self.assert_exit_code(code, 0)
+        started = sorted(name for name in os.listdir(self.work) if name.startswith("env."))
+        self.assertEqual(started, ["env.0", "env.1"], "sagemaker_mpi_num_processes=2 should start 2 ranks")
+        for rank in range(2):
+            env = self.rank_environment(rank)
+            self.assertEqual(env.get("SM_HP_BATCH-SIZE"), "64")
+            self.assertEqual(env.get("SM_HP_LR"), "0.01")
+            self.assertEqual(env.get("SM_HP_OPTIMIZER"), "adamw")
+            self.assertNotIn("SM_HP__TUNING_OBJECTIVE_METRIC", env)
+            self.assertEqual(json.loads(env.get("SM_HPS", "null")),
+                             {"batch-size": 64, "lr": 0.01, "optimizer": "adamw", "verbose": True})
+            user_args = ["--batch-size", "64", "--lr", "0.01", "--optimizer", "adamw", "--verbose", "True"]
+            self.assertEqual(json.loads(env.get("SM_USER_ARGS", "null")), user_args)
+            self.assertEqual(env.get("SM_USER_ENTRY_POINT"), "my_train.py")
+            self.assertEqual(env.get("SM_MODULE_NAME"), "my_train")
+            self.assertEqual(env.get("SM_LOG_LEVEL"), "10")
+            self.assertEqual(env.get("CURRENT_HOST"), HOST)
+            self.assertEqual(env.get("NCCL_DEBUG"), "WARN")
+            self.assertEqual(json.loads(env.get("SM_TRAINING_ENV", "{}")).get("job_name"), "hpo-7-003-abcd")
+            with open(os.path.join(self.work, f"args.{rank}")) as f:
+                # The command's own arguments, then the hyperparameters as the toolkit's runner appends them.
+                self.assertEqual(f.read().splitlines(), ["--mine"] + user_args)
         self.assertTrue(os.path.exists(self.output_path("success")))
         self.assert_nothing_left()
 

@@ -174,3 +174,43 @@ TEST_CASE("mpirun command: which variables are host-specific", "[mpirun]") {
     CHECK_FALSE(is_host_specific_variable(name));
   }
 }
+
+TEST_CASE("mpirun command: intra-host copies need no ptrace rights (Docker's default container)", "[mpirun]") {
+  Words command = build_mpirun_command(job_on({"algo-1"}, "algo-1", 2), rank_program, environment);
+  CAPTURE(command);
+  CHECK(find_words(command, {"--mca", "btl_vader_single_copy_mechanism", "none"}));
+  // The user's choice wins, in the options or in Open MPI's environment variable (never both given to mpirun,
+  // which would join the two values with a comma).
+  Words chosen = build_mpirun_command(
+      job_on({"algo-1"}, "algo-1", 2, "--mca btl_vader_single_copy_mechanism cma"), rank_program, environment);
+  CHECK(std::count(chosen.begin(), chosen.end(), "btl_vader_single_copy_mechanism") == 1);
+  CHECK(find_words(chosen, {"--mca", "btl_vader_single_copy_mechanism", "cma"}));
+  EnvironmentMap with_variable = environment;
+  with_variable["OMPI_MCA_btl_vader_single_copy_mechanism"] = "cma";
+  Words from_environment = build_mpirun_command(job_on({"algo-1"}, "algo-1", 2), rank_program, with_variable);
+  CHECK_FALSE(contains(from_environment, "btl_vader_single_copy_mechanism"));
+}
+
+TEST_CASE("mpirun command: NCCL_DEBUG as the toolkit sets it", "[mpirun]") {
+  auto nccl_debug_values = [](const Words& command) {
+    Words values;
+    for (size_t i = 0; i + 1 < command.size(); ++i) {
+      if (command[i] == "-x" && command[i + 1].rfind("NCCL_DEBUG", 0) == 0) values.push_back(command[i + 1]);
+    }
+    return values;
+  };
+  // INFO by default (NCCL then says which network it uses), the launcher's own value, or the options'.
+  CHECK(nccl_debug_values(build_mpirun_command(job_on({"algo-1"}, "algo-1", 2), rank_program, environment)) ==
+        Words{"NCCL_DEBUG=INFO"});
+  EnvironmentMap with_variable = environment;
+  with_variable["NCCL_DEBUG"] = "WARN";
+  CHECK(nccl_debug_values(build_mpirun_command(job_on({"algo-1"}, "algo-1", 2), rank_program, with_variable)) ==
+        Words{"NCCL_DEBUG=WARN"});
+  Words command = build_mpirun_command(job_on({"algo-1"}, "algo-1", 2, "--NCCL_DEBUG TRACE -x FOO=1"), rank_program,
+                                       with_variable);
+  CAPTURE(command);
+  CHECK(nccl_debug_values(command) == Words{"NCCL_DEBUG=TRACE"});
+  // Passed raw, --NCCL_DEBUG would stop mpirun ("unrecognized option"); the rest goes on in order.
+  CHECK_FALSE(contains(command, "--NCCL_DEBUG"));
+  CHECK(find_words(command, {"-x", "FOO=1", "/usr/local/bin/train", "rank"}));
+}

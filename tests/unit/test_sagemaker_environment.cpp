@@ -28,15 +28,16 @@ std::string resource_config_for(const std::string& current_host) {
 
 const char* hyperparameters_text = R"({
   "epochs": "10", "optimizer": "sgd", "learning_rate": "0.1", "shuffle": "true", "lr_scheduler_step": "[30, 60]",
-  "custom_mpi_options": "\"-x NAME=café\"", "sagemaker_program": "\"train.py\"",
-  "sagemaker_distributed_dataparallel_enabled": "false"})";
+  "custom_mpi_options": "\"-x NAME=café\"", "note": "\"café\"", "sagemaker_program": "\"train.py\"",
+  "sagemaker_distributed_dataparallel_enabled": "false", "_tuning_objective_metric": "\"validation:top1\"",
+  "sagemaker_job_name": "\"tune-007\"", "sagemaker_container_log_level": "10"})";
 
 const char* input_data_config_text = R"({
   "validation": {"TrainingInputMode": "File", "ContentType": "image/😀"},
   "train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"},
   "my-data": {"TrainingInputMode": "FastFile"}})";
 
-// One host's view of the same two-host job.
+// One host's view of the same two-host job, whose ranks run a user's command (so `note` is the command's).
 struct HostJob {
   TempJobDir dir;
   JobDescription job;
@@ -47,8 +48,8 @@ struct HostJob {
     dir.write_config("hyperparameters.json", hyperparameters_text);
     dir.write_config("inputdataconfig.json", input_data_config_text);
     for (const char* channel : {"train", "validation", "my-data"}) dir.make_channel_dir(channel);
-    job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
-    variables = sagemaker_variables(job);
+    job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host, Workload::user_command);
+    variables = sagemaker_variables(job, {{"TRAINING_JOB_NAME", "tune-007-3f2a"}, {"AWS_REGION", "eu-west-1"}});
   }
   std::string at(const std::string& name) const {
     auto it = variables.find(name);
@@ -90,13 +91,15 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
                        "SM_CHANNELS", "SM_CHANNEL_MY-DATA", "SM_CHANNEL_TRAIN", "SM_CHANNEL_VALIDATION",
                        "SM_CURRENT_HOST", "SM_CURRENT_INSTANCE_GROUP", "SM_CURRENT_INSTANCE_GROUP_HOSTS",
                        "SM_CURRENT_INSTANCE_TYPE", "SM_DISTRIBUTION_INSTANCE_GROUPS", "SM_FRAMEWORK_MODULE",
-                       "SM_FRAMEWORK_PARAMS", "SM_HOSTS", "SM_HPS", "SM_HP_CUSTOM_MPI_OPTIONS", "SM_HP_EPOCHS",
-                       "SM_HP_LEARNING_RATE", "SM_HP_LR_SCHEDULER_STEP", "SM_HP_OPTIMIZER", "SM_HP_SHUFFLE",
+                       "SM_FRAMEWORK_PARAMS", "SM_HOSTS", "SM_HPS", "SM_HP_EPOCHS",
+                       "SM_HP_LEARNING_RATE", "SM_HP_LR_SCHEDULER_STEP", "SM_HP_NOTE", "SM_HP_OPTIMIZER", "SM_HP_SHUFFLE",
                        "SM_INPUT_CONFIG_DIR", "SM_INPUT_DATA_CONFIG", "SM_INPUT_DIR", "SM_INSTANCE_GROUPS",
                        "SM_INSTANCE_GROUPS_DICT", "SM_IS_HETERO", "SM_LOG_LEVEL", "SM_MODEL_DIR", "SM_MODULE_DIR",
-                       "SM_MODULE_NAME", "SM_NETWORK_INTERFACE_NAME", "SM_NUM_CPUS", "SM_NUM_GPUS",
+                       "SM_MODULE_NAME", "SM_NETWORK_INTERFACE_NAME", "SM_NUM_CPUS", "SM_NUM_GPUS", "SM_NUM_NEURONS",
                        "SM_OUTPUT_DATA_DIR", "SM_OUTPUT_DIR", "SM_OUTPUT_INTERMEDIATE_DIR", "SM_RESOURCE_CONFIG",
-                       "SM_TRAINING_ENV", "SM_USER_ARGS", "SM_USER_ENTRY_POINT"});
+                       "SM_TRAINING_ENV", "SM_USER_ARGS", "SM_USER_ENTRY_POINT",
+                       // the toolkit's own variables besides SM_*
+                       "CURRENT_HOST", "SAGEMAKER_JOB_NAME", "SAGEMAKER_REGION"});
   }
   SECTION("hosts, resources and paths") {
     CHECK(host.at("SM_HOSTS") == R"(["algo-1","algo-2"])");
@@ -111,17 +114,28 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
     CHECK(host.at("SM_INPUT_DIR") == host.path("input"));
     CHECK(host.at("SM_INPUT_CONFIG_DIR") == host.path("input/config"));
     CHECK(host.at("SM_MODULE_DIR") == host.path("code"));
-    CHECK(host.at("SM_LOG_LEVEL") == "20");
-    CHECK(host.at("SM_USER_ENTRY_POINT") == "");
+    CHECK(host.at("SM_NUM_NEURONS") == "0");
+  }
+  SECTION("values the toolkit derives from the platform's keys and the environment") {
+    CHECK(host.at("SM_LOG_LEVEL") == "10");              // sagemaker_container_log_level
+    CHECK(host.at("SM_USER_ENTRY_POINT") == "train.py");  // sagemaker_program
+    CHECK(host.at("SM_MODULE_NAME") == "train");          // ... without ".py"
     CHECK(host.at("SM_FRAMEWORK_MODULE") == "");
-    CHECK(host.at("SM_MODULE_NAME") == "None");
+    CHECK(Json::parse(host.at("SM_TRAINING_ENV")).at("job_name") == "tune-007-3f2a");  // TRAINING_JOB_NAME
+    CHECK(host.at("CURRENT_HOST") == "algo-2");
+    CHECK(host.at("SAGEMAKER_JOB_NAME") == "tune-007");  // sagemaker_job_name
+    CHECK(host.at("SAGEMAKER_REGION") == "eu-west-1");   // no sagemaker_region: the environment's
+    // The tuner's key is the platform's: in no user variable.
+    CHECK(host.at("SM_HPS").find("_tuning_objective_metric") == std::string::npos);
+    CHECK(host.at("SM_USER_ARGS").find("_tuning_objective_metric") == std::string::npos);
   }
   SECTION("instance groups") {
     CHECK(host.at("SM_CURRENT_INSTANCE_TYPE") == "ml.p4d.24xlarge");
     CHECK(host.at("SM_CURRENT_INSTANCE_GROUP") == "homogeneousCluster");
     CHECK(host.at("SM_CURRENT_INSTANCE_GROUP_HOSTS") == R"(["algo-2","algo-1"])");
     CHECK(host.at("SM_INSTANCE_GROUPS") == R"(["homogeneousCluster"])");
-    CHECK(host.at("SM_DISTRIBUTION_INSTANCE_GROUPS") == R"(["homogeneousCluster"])");
+    // The toolkit's: no sagemaker_distribution_instance_groups and no distribution enabled, so none.
+    CHECK(host.at("SM_DISTRIBUTION_INSTANCE_GROUPS") == "[]");
     CHECK(host.at("SM_IS_HETERO") == "false");
     CHECK(host.at("SM_INSTANCE_GROUPS_DICT") ==
           R"({"homogeneousCluster":{"hosts":["algo-2","algo-1"],"instance_group_name":"homogeneousCluster",)"
@@ -138,22 +152,24 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
           R"("validation":{"ContentType":"image/\ud83d\ude00","TrainingInputMode":"File"}})");
   }
   SECTION("hyperparameters") {
+    // train's launcher key custom_mpi_options is train's, not the command's.
     CHECK(host.at("SM_HPS") ==
-          R"({"custom_mpi_options":"-x NAME=caf\u00e9","epochs":10,"learning_rate":0.1,"lr_scheduler_step":[30,60],)"
+          R"({"epochs":10,"learning_rate":0.1,"lr_scheduler_step":[30,60],"note":"caf\u00e9",)"
           R"("optimizer":"sgd","shuffle":true})");
     CHECK(host.at("SM_HP_EPOCHS") == "10");
     CHECK(host.at("SM_HP_OPTIMIZER") == "sgd");
     CHECK(host.at("SM_HP_LEARNING_RATE") == "0.1");
     CHECK(host.at("SM_HP_SHUFFLE") == "true");
     CHECK(host.at("SM_HP_LR_SCHEDULER_STEP") == "[30,60]");
-    CHECK(host.at("SM_HP_CUSTOM_MPI_OPTIONS") == "-x NAME=café");  // a string stays raw
+    CHECK(host.at("SM_HP_NOTE") == "café");  // a string stays raw
+    CHECK(host.variables.count("SM_HP_CUSTOM_MPI_OPTIONS") == 0);
     CHECK(host.variables.count("SM_HP_SAGEMAKER_PROGRAM") == 0);
     // sagemaker_program is the toolkit's own; the other sagemaker_* keys are framework parameters.
     CHECK(host.at("SM_FRAMEWORK_PARAMS") == R"({"sagemaker_distributed_dataparallel_enabled":false})");
     // The toolkit's to_cmd_args: sorted keys, Python's str() of each value.
     CHECK(host.at("SM_USER_ARGS") ==
-          R"(["--custom_mpi_options","-x NAME=caf\u00e9","--epochs","10","--learning_rate","0.1",)"
-          R"("--lr_scheduler_step","[30, 60]","--optimizer","sgd","--shuffle","True"])");
+          R"(["--epochs","10","--learning_rate","0.1",)"
+          R"("--lr_scheduler_step","[30, 60]","--note","caf\u00e9","--optimizer","sgd","--shuffle","True"])");
   }
   SECTION("the resource config as written") {
     CHECK(host.at("SM_RESOURCE_CONFIG") ==
@@ -175,7 +191,7 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
     CHECK(env.at("num_gpus") == 8);
     CHECK(env.at("num_cpus") == 96);
     CHECK(env.at("hyperparameters").at("epochs") == 10);
-    CHECK(env.at("hyperparameters").at("custom_mpi_options") == "-x NAME=café");
+    CHECK(env.at("hyperparameters").at("note") == "café");
     CHECK_FALSE(env.at("hyperparameters").contains("sagemaker_program"));
     CHECK(env.at("additional_framework_parameters") == Json{{"sagemaker_distributed_dataparallel_enabled", false}});
     CHECK(env.at("channel_input_dirs") == Json{{"my-data", host.path("input/data/my-data")},
@@ -187,7 +203,7 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
   }
   SECTION("every JSON-valued variable is ASCII") {
     for (const auto& [name, value] : host.variables) {
-      if (name == "SM_HP_CUSTOM_MPI_OPTIONS") continue;  // a string value: raw, as the toolkit exports it
+      if (name == "SM_HP_NOTE") continue;  // a string value: raw, as the toolkit exports it
       INFO(name << "=" << value);
       CHECK(is_ascii(value));
     }
@@ -241,14 +257,23 @@ TEST_CASE("SM_*: a local run with nothing configured", "[sagemaker_environment]"
 TEST_CASE("SM_USER_ARGS writes values as Python's str() would", "[sagemaker_environment]") {
   TempJobDir dir;
   dir.write_config("hyperparameters.json",
-                   R"({"image_shape": [3, 32, 32], "warmup_epochs": 2.5, "custom_mpi_options": "null",
-                       "augmentation_type": "\"none\"", "shuffle": "False"})");
-  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+                   R"({"image_shape": [3, 32, 32], "warmup_epochs": 2.5, "nothing": "null",
+                       "augmentation_type": "\"none\"", "shuffle": "False", "b": "1",
+                       "layers": "{\"b\": 2, \"a\": \"x\"}"})");
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host, Workload::user_command);
   auto variables = sagemaker_variables(job);
   CHECK(Json::parse(variables.at("SM_USER_ARGS")) ==
-        Json::array({"--augmentation_type", "none", "--custom_mpi_options", "", "--image_shape", "[3, 32, 32]",
-                     "--shuffle", "False", "--warmup_epochs", "2.5"}));
-  CHECK(variables.at("SM_HP_CUSTOM_MPI_OPTIONS") == "");  // None exports as ""
+        Json::array({"--augmentation_type", "none", "-b", "1", "--image_shape", "[3, 32, 32]", "--layers", "a=x,b=2",
+                     "--nothing", "", "--shuffle", "False", "--warmup_epochs", "2.5"}));
+  CHECK(user_command_arguments(job) == Json::parse(variables.at("SM_USER_ARGS")).get<std::vector<std::string>>());
+  CHECK(variables.at("SM_HP_NOTHING") == "");  // None exports as ""
   CHECK(variables.at("SM_HP_IMAGE_SHAPE") == "[3,32,32]");
   CHECK(variables.at("SM_HP_SHUFFLE") == "False");  // "False" is not JSON: a string, raw
+}
+
+TEST_CASE("SM_NUM_NEURONS: NeuronCores as the toolkit counts them", "[sagemaker_environment]") {
+  CHECK(neuron_cores("ml.trn2.48xlarge") == 64);
+  CHECK(neuron_cores("ml.p4d.24xlarge") == 0);
+  CHECK(neuron_cores("local") == 0);
+  CHECK(neuron_cores("") == 0);
 }
