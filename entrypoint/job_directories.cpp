@@ -52,10 +52,13 @@ std::filesystem::path temporary_directory(const EnvironmentMap& environment) {
   return tmpdir->second;
 }
 
-std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, bool checkpoints,
+std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, const OutputLocations* trained,
                                                           const EnvironmentMap& environment) {
   std::vector<std::filesystem::path> directories = {paths.model(), paths.output()};
-  if (checkpoints) directories.push_back(paths.checkpoints());
+  if (trained != nullptr) {
+    directories.push_back(trained->checkpoints);
+    directories.push_back(trained->tensorboard);
+  }
   directories.push_back(temporary_directory(environment));
   return directories;
 }

@@ -4,6 +4,7 @@
 
 #include "common/environment_map.h"
 #include "common/paths.h"
+#include "job/output_locations.h"
 
 #include <filesystem>
 #include <string>
@@ -23,10 +24,11 @@ std::vector<DirectoryProblem> unwritable_directories(const std::vector<std::file
 // $TMPDIR of `environment`, /tmp when unset or empty.
 std::filesystem::path temporary_directory(const EnvironmentMap& environment);
 
-// The folders a job writes: model/ and output/ of `paths`, checkpoints/ when train trains (a user's
-// command under `train -- CMD` decides for itself whether it checkpoints), and $TMPDIR (mpirun's session
+// The folders a job writes: model/ and output/ of `paths`; when train trains, the checkpoint and TensorBoard
+// folders of `trained` (where checkpointconfig.json and tensorboardoutputconfig.json put them; a user's
+// command under `train -- CMD` decides for itself what it writes: null); and $TMPDIR (mpirun's session
 // directory: a full one fails MPI_Init with nothing but PMIx errors; the inflated gzip shards).
-std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, bool checkpoints,
+std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, const OutputLocations* trained,
                                                           const EnvironmentMap& environment);
 
 // The failure file's first line and details for `problems` (not empty).

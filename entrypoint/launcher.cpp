@@ -67,7 +67,7 @@ class JobRun {
   int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
     become_child_subreaper();
     start_job_report(job_.paths);
-    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains(), given_environment));
+    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains() ? &job_.outputs : nullptr, given_environment));
         !problems.empty()) {
       std::vector<std::string> details;
       std::string summary = describe_unwritable(problems, details);
@@ -229,7 +229,7 @@ class JobRun {
   std::string stop_outcome() const {
     if (!settings_.trains()) return "";
     struct stat status {};
-    const auto file = job_.paths.checkpoints() / JobPaths::checkpoint_file_name;
+    const auto file = job_.outputs.checkpoints / JobPaths::checkpoint_file_name;
     const bool written =
         ::stat(file.c_str(), &status) == 0 &&
         std::chrono::system_clock::time_point(std::chrono::seconds(status.st_mtim.tv_sec) +
@@ -238,7 +238,7 @@ class JobRun {
                                     "from it.", file.string());
     return fmt::format(" No checkpoint was written after the stop request (the ranks were ended first); a restarted "
                        "job resumes from the last earlier checkpoint in {}, if there is one.",
-                       job_.paths.checkpoints().string());
+                       job_.outputs.checkpoints.string());
   }
 
   int report() {

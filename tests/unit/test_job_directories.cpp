@@ -15,14 +15,18 @@ using namespace train;
 
 using train::testing::TempJobDir;
 
-TEST_CASE("job directories: $TMPDIR is tried with model/, output/ and checkpoints/", "[launch]") {
+TEST_CASE("job directories: $TMPDIR is tried with model/, output/ and the checkpoint and TensorBoard folders",
+          "[launch]") {
   const JobPaths paths;  // /opt/ml
   CHECK(temporary_directory({}) == "/tmp");
   CHECK(temporary_directory({{"TMPDIR", ""}}) == "/tmp");
   CHECK(temporary_directory({{"TMPDIR", "/scratch"}}) == "/scratch");
-  CHECK(job_output_directories(paths, true, {{"TMPDIR", "/scratch"}}) ==
-        std::vector<std::filesystem::path>{paths.model(), paths.output(), paths.checkpoints(), "/scratch"});
-  CHECK(job_output_directories(paths, false, {}) ==
+  // Where checkpointconfig.json and tensorboardoutputconfig.json moved them, not the defaults.
+  const OutputLocations moved{"/mnt/checkpoints", "/mnt/tensorboard"};
+  CHECK(job_output_directories(paths, &moved, {{"TMPDIR", "/scratch"}}) ==
+        std::vector<std::filesystem::path>{paths.model(), paths.output(), "/mnt/checkpoints", "/mnt/tensorboard",
+                                           "/scratch"});
+  CHECK(job_output_directories(paths, nullptr, {}) ==
         std::vector<std::filesystem::path>{paths.model(), paths.output(), "/tmp"});
 }
 
