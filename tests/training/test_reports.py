@@ -66,8 +66,9 @@ def run_train(base, env=None, during=None):
     return process.returncode, stdout, stderr
 
 
-def rank_pid(rank):
-    """The pid of `train rank` with OMPI_COMM_WORLD_RANK=rank, or None."""
+def rank_pid(base, rank):
+    """The pid of `train rank` with OMPI_COMM_WORLD_RANK=rank in the job whose SAGEMAKER_BASE_DIR is `base`, or
+    None. The job's folder tells it apart from the ranks of other tests' jobs that ctest -j runs beside it."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -79,7 +80,8 @@ def rank_pid(rank):
         except OSError:
             continue
         if len(argv) >= 2 and argv[0].endswith(b"train") and argv[1] == b"rank" and \
-                f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ:
+                f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ and \
+                f"SAGEMAKER_BASE_DIR={base}".encode() in environ:
             return int(entry)
     return None
 
@@ -191,7 +193,7 @@ class Reports(unittest.TestCase):
             whole waits for the others, whatever the machine's load does to the phases."""
             pid = None
             while pid is None and process.poll() is None:
-                pid = rank_pid(2)
+                pid = rank_pid(base, 2)
                 time.sleep(0.05)
             while process.poll() is None and not stop.is_set():
                 try:
