@@ -8,22 +8,11 @@
 
 namespace train {
 
-namespace {
-
-CpuResNet<float> make_model(const TrainingSettings& settings, int classes) {
-  ResNetPlan plan = plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                                settings.width, settings.gradient_memory());
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
-  return CpuResNet<float>(std::move(plan), std::move(buckets));
-}
-
-}  // namespace
-
 CpuEngine::CpuEngine(const TrainingSettings& settings, int classes, const RankIdentity& identity, MPI_Comm comm,
                      std::chrono::milliseconds timeout)
     : settings_(settings),
       gradient_scale_(1.0f / static_cast<float>(identity.size)),
-      model_(make_model(settings, classes)),
+      model_(make_model<CpuResNet<float>>(settings, classes)),
       reducer_(comm, model_.bucket_plan(), model_.all_gradients().data(), timeout),
       momentum_(model_.all_values().size(), 0.0f) {
   for (int p = 0; p < model_.parameter_tensors(); ++p) {

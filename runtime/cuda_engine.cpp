@@ -3,7 +3,6 @@
 #include "common/config_error.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/ops_cuda.h"
-#include "runtime/comm/gradient_buckets.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/comm/nccl_check.h"
@@ -58,13 +57,10 @@ PinnedMemory make_pinned(size_t bytes) {
 }
 
 gpu::detail::DeviceMemory make_device(size_t bytes) {
-  void* pointer = nullptr;
-  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
+  void* pointer = gpu::detail::device_malloc_or_null(bytes);
+  if (pointer == nullptr) {
     throw gpu::DeviceOutOfMemory(fmt::format("the input buffers ({} bytes) do not fit on the GPU", bytes));
   }
-  TRAIN_CUDA_CHECK(status);
   return gpu::detail::DeviceMemory(pointer);
 }
 
@@ -94,7 +90,7 @@ class CudaEngine final : public Engine {
   int64_t pixels(const data::Batch& batch) const;
   const T* images_for_model(int slot, int64_t count);
   // Waits for `event` in short polls, at most the step timeout, watching NCCL for a failed peer.
-  void wait_for(cudaEvent_t event, const char* what);
+  void wait_for(cudaEvent_t event, const char* what) { comm_.wait_for_event(event, timeout_, what); }
   void drain(const char* what);  // waits for everything queued on the compute stream
 
   const TrainingSettings& settings_;
@@ -103,7 +99,6 @@ class CudaEngine final : public Engine {
   Stream compute_, copy_;
   cuda::Context context_;
   gpu::NcclCommunicator comm_;
-  ResNetPlan plan_;
   gpu::GpuResNet<T> model_;
   gpu::NcclGradientReducer reducer_;
   // Two upload slots: step k's batch goes to slot k % 2 while step k - 1 computes from the other one.
@@ -125,9 +120,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       copy_(make_stream()),
       context_(compute_.get()),
       comm_(comm, timeout),
-      plan_(plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                        settings.width, settings.gradient_memory())),
-      model_(plan_, plan_gradient_buckets(plan_.parameter_counts(), settings.bucket_bytes), context_),
+      model_(make_model<gpu::GpuResNet<T>>(settings, classes, context_)),
       reducer_(comm_, model_.bucket_plan(), model_.gradients(), is_bf16 ? ncclBfloat16 : ncclFloat32, compute_.get(),
                timeout, ncclAvg) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
@@ -167,27 +160,6 @@ std::string CudaEngine<T>::describe() const {
   const std::string name = cudaGetDeviceProperties(&properties, device_) == cudaSuccess ? properties.name : "?";
   return fmt::format("cuda:{} ({}), {}, NCCL over {} rank{}", device_, name, precision_name(settings_.precision),
                      comm_.size(), comm_.size() == 1 ? "" : "s");
-}
-
-template <typename T>
-void CudaEngine<T>::wait_for(cudaEvent_t event, const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (;;) {
-    const cudaError_t state = cudaEventQuery(event);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) gpu::throw_cuda_error(state, what, __FILE__, __LINE__);
-    ncclResult_t nccl_state = ncclSuccess;
-    TRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &nccl_state));
-    if (nccl_state != ncclSuccess && nccl_state != ncclInProgress) {
-      gpu::throw_nccl_error(nccl_state, what, __FILE__, __LINE__);
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw CollectiveTimeout(fmt::format(
-          "rank {}: waiting for {} took longer than {} s (TRAIN_STEP_TIMEOUT_SECONDS): another rank is stuck or gone",
-          comm_.rank(), what, timeout_.count() / 1000));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
 }
 
 template <typename T>

@@ -14,10 +14,13 @@
 // number of times; no other call communicates.
 #pragma once
 
+#include "runtime/comm/gradient_buckets.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model/resnet_plan.h"
+#include "runtime/model/resnet_spec.h"
 #include "runtime/model_io/tensor.h"
+#include "runtime/training_settings.h"
 
 #include <cstdint>
 #include <string>
@@ -36,6 +39,17 @@ struct StepTotals {
   // straggler report (runtime/rank_timing.h) read it; a rank that waits long is waiting for a slower one.
   double reduction_wait_seconds = 0;
 };
+
+// An engine's model (CpuResNet, GpuResNet) as the settings ask: the network planned for this rank's batch
+// and images, and its gradient buckets planned by the communication layer; `backend` goes on to the
+// model's constructor (the GPU's context).
+template <typename Model, typename... Backend>
+Model make_model(const TrainingSettings& settings, int classes, Backend&... backend) {
+  ResNetPlan plan = plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
+                                settings.width, settings.gradient_memory());
+  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
+  return Model(std::move(plan), std::move(buckets), backend...);
+}
 
 class Engine {
  public:

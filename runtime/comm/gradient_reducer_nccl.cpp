@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <thread>
-
 namespace train::gpu {
 
 namespace {
@@ -87,23 +85,7 @@ void NcclGradientReducer::finish() {
 }
 
 void NcclGradientReducer::wait(std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    const cudaError_t state = cudaEventQuery(reduced_);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) throw_cuda_error(state, "cudaEventQuery (gradient reductions)", __FILE__, __LINE__);
-    ncclResult_t nccl_state = ncclSuccess;
-    TRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &nccl_state));
-    if (nccl_state != ncclSuccess && nccl_state != ncclInProgress) {
-      throw_nccl_error(nccl_state, "a gradient bucket's allreduce", __FILE__, __LINE__);
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw GpuError(fmt::format("rank {}: the gradient allreduce did not complete within {} s: another rank is "
-                                 "stuck or gone",
-                                 comm_.rank(), timeout.count() / 1000));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  comm_.wait_for_event(reduced_, timeout, "the step's gradient allreduces");
 }
 
 }  // namespace train::gpu

@@ -34,7 +34,7 @@ class NcclGradientReducer {
   // Enqueues the compute stream's wait for every bucket. Throws GpuError when a bucket never got all its
   // tensors (a bug in the caller) or NCCL fails.
   void finish();
-  // Host-side bounded wait for this step's reductions (tests, and the end of training).
+  // Host-side bounded wait for this step's reductions (tests): NcclCommunicator::wait_for_event.
   void wait(std::chrono::milliseconds timeout) const;
 
   const BucketPlan& plan() const { return plan_; }

@@ -39,6 +39,24 @@ void NcclCommunicator::wait_ready(std::chrono::milliseconds timeout, const char*
   }
 }
 
+void NcclCommunicator::wait_for_event(cudaEvent_t event, std::chrono::milliseconds timeout, const char* what) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) throw_cuda_error(state, what, __FILE__, __LINE__);
+    ncclResult_t nccl_state = ncclSuccess;
+    TRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &nccl_state));
+    if (nccl_state != ncclSuccess && nccl_state != ncclInProgress) throw_nccl_error(nccl_state, what, __FILE__, __LINE__);
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw CollectiveTimeout(fmt::format(
+          "rank {}: waiting for {} took longer than {} s (TRAIN_STEP_TIMEOUT_SECONDS): another rank is stuck or gone",
+          rank_, what, timeout.count() / 1000));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void NcclCommunicator::abort() {
   if (comm_ == nullptr) return;
   ncclCommAbort(comm_);  // its result cannot help: the communicator is being given up

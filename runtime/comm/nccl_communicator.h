@@ -3,6 +3,7 @@
 // and is polled, so a rank that never joins becomes an error naming the wait instead of a hung job.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
 
@@ -23,6 +24,10 @@ class NcclCommunicator {
   // Waits (bounded) until the communicator has finished its pending work or failed: for non-blocking
   // communicators NCCL calls may return ncclInProgress.
   void wait_ready(std::chrono::milliseconds timeout, const char* what) const;
+  // Waits on the host for `event` (work queued before it, NCCL's included) in short polls, at most
+  // `timeout`, watching this communicator for a failed peer. Throws GpuError when CUDA or NCCL reports a
+  // failure, CollectiveTimeout past the bound (another rank stuck or gone; TRAIN_STEP_TIMEOUT_SECONDS).
+  void wait_for_event(cudaEvent_t event, std::chrono::milliseconds timeout, const char* what) const;
   // Aborts every operation still queued (a peer gone, a stream that never drains) and frees the
   // communicator without waiting for anyone; the destructor then has nothing to do.
   void abort();

@@ -20,6 +20,17 @@ void DeviceFree::operator()(void* pointer) const noexcept {
   // cudaFree waits for the device; a destructor cannot report a failure.
   if (pointer != nullptr) cudaFree(pointer);
 }
+
+void* device_malloc_or_null(size_t bytes) {
+  void* pointer = nullptr;
+  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear it: the caller reports and the process goes on to exit cleanly
+    return nullptr;
+  }
+  TRAIN_CUDA_CHECK(status);
+  return pointer;
+}
 }  // namespace detail
 
 namespace {
@@ -40,15 +51,12 @@ float bf16_to_float(std::uint16_t bits) {
 
 template <typename T>
 void* GpuResNet<T>::allocate(size_t bytes) {
-  void* pointer = nullptr;
-  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear it: the caller reports and the process goes on to exit cleanly
+  void* pointer = detail::device_malloc_or_null(bytes);
+  if (pointer == nullptr) {
     throw DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
                                         static_cast<double>(bytes) / (1 << 30),
                                         static_cast<double>(device_bytes_) / (1 << 30)));
   }
-  TRAIN_CUDA_CHECK(status);
   memory_.emplace_back(pointer);
   device_bytes_ += bytes;
   return pointer;

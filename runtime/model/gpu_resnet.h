@@ -59,6 +59,9 @@ struct DeviceFree {
   void operator()(void* pointer) const noexcept;
 };
 using DeviceMemory = std::unique_ptr<void, DeviceFree>;
+// cudaMalloc of `bytes` (at least 1): null when the GPU has no room left (the error cleared, so that the
+// caller can say what did not fit); any other failure throws GpuError.
+void* device_malloc_or_null(size_t bytes);
 }  // namespace detail
 
 template <typename T>
