@@ -235,7 +235,7 @@ void Trainer::log_progress(int64_t epoch) {
                               step_, epoch, interval_.mean_loss(), interval_.top1(), last_learning_rate_,
                               interval_.images_per_second(),
                               format_duration(per_step * static_cast<double>(total_steps_ - step_))));
-    report_interval(epoch, times, interval_seconds);
+    report_interval(epoch, times);
   }
   interval_ = TrainingSums{};
   interval_data_wait_ = interval_reduction_wait_ = 0;

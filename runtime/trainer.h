@@ -58,8 +58,9 @@ class Trainer {
   void announce() const;
   // training_report.cpp: what rank 0 writes besides the log: metrics.json, TensorBoard events
   void open_reports();
-  void report_interval(int64_t epoch, const std::vector<RankTimes>& times, double interval_seconds);
+  void report_interval(int64_t epoch, const std::vector<RankTimes>& times);  // interval_ holds its seconds
   void report_epoch(int64_t epoch, const std::optional<Validation>& validation, bool complete);
+  void flush_tensorboard();
   void write_summary(const std::string& status);
   void open_sample_log();
   void log_samples(const data::Batch& batch, bool padding);

@@ -32,7 +32,7 @@ void Trainer::open_reports() {
 }
 
 // Rank 0, at a log line: the timing line, straggler warnings, and the interval's scalars.
-void Trainer::report_interval(int64_t epoch, const std::vector<RankTimes>& times, double interval_seconds) {
+void Trainer::report_interval(int64_t epoch, const std::vector<RankTimes>& times) {
   write_line(1, format_timing_line(step_, times, rank_hosts_));
   // The interval holding the first step also holds the start-up (first touches, lazy allocations): no
   // rank is judged by it.
@@ -49,16 +49,11 @@ void Trainer::report_interval(int64_t epoch, const std::vector<RankTimes>& times
   tensorboard_->scalar("train/loss", step_, interval_.mean_loss());
   tensorboard_->scalar("train/top1", step_, interval_.top1());
   tensorboard_->scalar("train/learning_rate", step_, last_learning_rate_);
-  tensorboard_->scalar("train/images_per_sec", step_, interval_seconds > 0 ? interval_.images / interval_seconds : 0);
+  tensorboard_->scalar("train/images_per_sec", step_, interval_.images_per_second());
   tensorboard_->scalar("train/epoch", step_, static_cast<double>(epoch));
   tensorboard_->scalar("time/step_seconds", step_, slowest_step);       // the slowest rank's: the job's pace
   tensorboard_->scalar("time/data_wait_seconds", step_, slowest_data_wait);
-  try {
-    tensorboard_->flush();
-  } catch (const std::runtime_error& error) {
-    log_info("warning: {}; no more TensorBoard events are written", error.what());
-    tensorboard_.reset();
-  }
+  flush_tensorboard();
 }
 
 // Rank 0, at an epoch's end: the epoch's figures into metrics.json, its validation into TensorBoard.
@@ -68,14 +63,19 @@ void Trainer::report_epoch(int64_t epoch, const std::optional<Validation>& valid
   if (tensorboard_ && validation) {
     tensorboard_->scalar("validation/top1", step_, validation->top1);
     tensorboard_->scalar("validation/top5", step_, validation->top5);
-    try {
-      tensorboard_->flush();
-    } catch (const std::runtime_error& error) {
-      log_info("warning: {}; no more TensorBoard events are written", error.what());
-      tensorboard_.reset();
-    }
+    flush_tensorboard();
   }
   write_summary("training");
+}
+
+// The scalars so far onto disk; a writer that fails is given up (said once), training goes on.
+void Trainer::flush_tensorboard() {
+  try {
+    tensorboard_->flush();
+  } catch (const std::runtime_error& error) {
+    log_info("warning: {}; no more TensorBoard events are written", error.what());
+    tensorboard_.reset();
+  }
 }
 
 void Trainer::write_summary(const std::string& status) {
