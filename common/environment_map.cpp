@@ -1,5 +1,8 @@
 #include "common/environment_map.h"
 
+#include "common/config_error.h"
+
+#include <fmt/format.h>
 #include <unistd.h>
 
 namespace train {
@@ -19,6 +22,19 @@ std::optional<std::string> lookup(const EnvironmentMap& environment, const std::
   auto it = environment.find(name);
   if (it == environment.end() || it->second.empty()) return std::nullopt;
   return it->second;
+}
+
+std::optional<int64_t> whole_number_from_environment(const EnvironmentMap& environment, const std::string& name,
+                                                     int64_t minimum, int64_t maximum, std::string_view expected) {
+  auto value = lookup(environment, name);
+  if (!value) return std::nullopt;
+  // At most 18 digits: any such number fits in int64_t.
+  const bool digits = value->size() <= 18 && value->find_first_not_of("0123456789") == std::string::npos;
+  const int64_t number = digits ? std::stoll(*value) : -1;
+  if (!digits || number < minimum || number > maximum) {
+    throw ConfigError(fmt::format("environment variable {}: expected {}, got \"{}\"", name, expected, *value));
+  }
+  return number;
 }
 
 std::vector<std::string> to_envp_strings(const EnvironmentMap& environment) {

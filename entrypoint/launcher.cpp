@@ -37,14 +37,9 @@ LaunchSettings launch_settings_from_environment(const EnvironmentMap& environmen
   LaunchSettings settings;
   settings.rank_program = std::move(rank_program);
   if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
-  if (auto grace = lookup(environment, "TRAIN_STOP_GRACE_SECONDS")) {
-    bool digits = grace->size() <= 6 && grace->find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) {
-      throw ConfigError(fmt::format("environment variable TRAIN_STOP_GRACE_SECONDS: expected a whole number of "
-                                    "seconds such as 100, got \"{}\"",
-                                    *grace));
-    }
-    settings.stop_grace = std::chrono::seconds(std::stoi(*grace));
+  if (auto grace = whole_number_from_environment(environment, "TRAIN_STOP_GRACE_SECONDS", 0, 999999,
+                                                  "a whole number of seconds such as 100")) {
+    settings.stop_grace = std::chrono::seconds(*grace);
   }
   return settings;
 }

@@ -9,15 +9,9 @@ namespace {
 
 int read_whole_number(const EnvironmentMap& environment, const char* name, int fallback, int minimum, int maximum,
                       const char* example) {
-  auto value = lookup(environment, name);
-  if (!value) return fallback;
-  bool digits = value->size() <= 7 && value->find_first_not_of("0123456789") == std::string::npos;
-  int number = digits ? std::stoi(*value) : -1;
-  if (!digits || number < minimum || number > maximum) {
-    throw ConfigError(fmt::format("environment variable {}: expected a whole number from {} to {} such as {}, got \"{}\"",
-                                  name, minimum, maximum, example, *value));
-  }
-  return number;
+  const auto number = whole_number_from_environment(
+      environment, name, minimum, maximum, fmt::format("a whole number from {} to {} such as {}", minimum, maximum, example));
+  return number ? static_cast<int>(*number) : fallback;
 }
 
 std::chrono::seconds read_seconds(const EnvironmentMap& environment, const char* name, std::chrono::seconds fallback) {

@@ -42,14 +42,9 @@ StragglerRule straggler_rule_from_environment(const EnvironmentMap& environment)
     }
     rule.factor = value;
   }
-  if (auto intervals = lookup(environment, "TRAIN_STRAGGLER_INTERVALS")) {
-    const bool digits = intervals->size() <= 6 && intervals->find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(*intervals) < 1) {
-      throw ConfigError(fmt::format("environment variable TRAIN_STRAGGLER_INTERVALS: expected a whole number of log "
-                                    "intervals from 1 such as 3, got \"{}\"",
-                                    *intervals));
-    }
-    rule.intervals = std::stoi(*intervals);
+  if (auto intervals = whole_number_from_environment(environment, "TRAIN_STRAGGLER_INTERVALS", 1, 999999,
+                                                      "a whole number of log intervals from 1 such as 3")) {
+    rule.intervals = static_cast<int>(*intervals);
   }
   return rule;
 }

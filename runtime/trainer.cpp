@@ -20,12 +20,8 @@ namespace train {
 namespace {
 
 std::chrono::seconds timeout_from_environment(const char* name, int default_seconds) {
-  auto value = lookup(current_environment(), name);
-  if (!value) return std::chrono::seconds(default_seconds);
-  if (value->empty() || value->size() > 7 || value->find_first_not_of("0123456789") != std::string::npos) {
-    throw ConfigError(fmt::format("environment variable {}: expected a whole number of seconds, got \"{}\"", name, *value));
-  }
-  return std::chrono::seconds(std::stoi(*value));
+  const auto seconds = whole_number_from_environment(current_environment(), name, 0, 9999999, "a whole number of seconds");
+  return std::chrono::seconds(seconds.value_or(default_seconds));
 }
 
 std::string format_duration(double seconds) {
