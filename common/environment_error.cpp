@@ -20,11 +20,13 @@ std::string environment_advice(int error) {
   }
 }
 
+std::string machine_fault_message(std::string_view message, int error) {
+  return fmt::format("{}; this is the machine, not the job: {}", message, environment_advice(error));
+}
+
 void throw_file_error(std::string_view action, const std::string& path, int error) {
   std::string message = fmt::format("cannot {} {}: {}", action, path, std::strerror(error));
-  if (is_environment_errno(error)) {
-    throw EnvironmentError(fmt::format("{}; this is the machine, not the job: {}", message, environment_advice(error)));
-  }
+  if (is_environment_errno(error)) throw EnvironmentError(machine_fault_message(message, error));
   throw std::runtime_error(message);
 }
 

@@ -21,6 +21,9 @@ bool is_environment_errno(int error);
 // What to do about such an errno, as the end of a sentence ("free space on that disk, ...").
 std::string environment_advice(int error);
 
+// "MESSAGE; this is the machine, not the job: ADVICE" for an environment errno.
+std::string machine_fault_message(std::string_view message, int error);
+
 // The error for "cannot ACTION PATH: strerror": an EnvironmentError with advice when `error` is an
 // environment errno, else a std::runtime_error.
 [[noreturn]] void throw_file_error(std::string_view action, const std::string& path, int error);

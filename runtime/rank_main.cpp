@@ -127,9 +127,7 @@ int run_rank() {
     const bool machine = error.code().category() == std::generic_category() ||
                          error.code().category() == std::system_category();
     if (machine && is_environment_errno(error.code().value())) {
-      return fail_rank(exit_code::environment,
-                       fmt::format("{}; this is the machine, not the job: {}", error.what(),
-                                   environment_advice(error.code().value())));
+      return fail_rank(exit_code::environment, machine_fault_message(error.what(), error.code().value()));
     }
     return fail_rank(exit_code::internal_error, error.what());
   } catch (const std::exception& error) {

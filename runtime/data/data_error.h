@@ -3,6 +3,8 @@
 // as it stands.
 #pragma once
 
+#include "common/environment_error.h"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,13 @@ class DataError : public std::runtime_error {
  public:
   explicit DataError(const std::string& message) : std::runtime_error(message) {}
 };
+
+// A file the data needs could not be written or made (`error`: its errno): the machine's fault
+// (EnvironmentError) when its disk is full, read-only or forbidden, else the data's.
+[[noreturn]] inline void throw_data_file_error(const std::string& message, int error) {
+  if (is_environment_errno(error)) throw EnvironmentError(message);
+  throw DataError(message);
+}
 
 // A bounded wait for data that ran out (a Pipe-mode FIFO that never appeared or stopped streaming, a batch
 // that never came): the job ends with the exit code of a wait that ran out, not that of bad data.

@@ -1,7 +1,5 @@
 #include "runtime/data/record_index.h"
 
-#include "common/environment_error.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -161,11 +159,10 @@ TempFolder::TempFolder() {
   std::string pattern = (parent / fmt::format("{}{}-XXXXXX", temp_folder_prefix, ::getpid())).string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     const int error = errno;
-    const std::string message = fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set "
-                                            "TMPDIR to a writable folder with room for them",
-                                            pattern, std::strerror(error));
-    if (is_environment_errno(error)) throw EnvironmentError(message);
-    throw DataError(message);
+    throw_data_file_error(fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set TMPDIR "
+                                      "to a writable folder with room for them",
+                                      pattern, std::strerror(error)),
+                          error);
   }
   path_ = pattern;
 }

@@ -1,6 +1,6 @@
 #include "runtime/data/tfrecord.h"
 
-#include "common/environment_error.h"
+#include "runtime/data/data_error.h"
 #include "runtime/data/crc32c.h"
 #include "runtime/data/protobuf_reader.h"
 #include "runtime/data/tf_example.h"
@@ -134,14 +134,12 @@ void index_tfrecord_stream(ByteStream& stream, uint32_t file, const TfRecordOpti
 
 namespace {
 
-// A failed write of the inflated copy: the machine's fault (EnvironmentError) when its disk is full or
-// read-only, else the data's.
+// A failed write of the inflated copy (throw_data_file_error: the machine's fault or the data's).
 [[noreturn]] void inflating_failed(const std::string& target, const std::string& path, int error) {
-  const std::string message = fmt::format("cannot write {} (inflating {}): {}; set TMPDIR to a writable folder with "
-                                          "room for an uncompressed copy of every gzip shard",
-                                          target, path, std::strerror(error));
-  if (is_environment_errno(error)) throw EnvironmentError(message);
-  throw DataError(message);
+  throw_data_file_error(fmt::format("cannot write {} (inflating {}): {}; set TMPDIR to a writable folder with room "
+                                    "for an uncompressed copy of every gzip shard",
+                                    target, path, std::strerror(error)),
+                        error);
 }
 
 // Inflates `path` into `target`; a damaged or truncated gzip stream keeps what was inflated before it.
