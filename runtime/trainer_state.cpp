@@ -6,6 +6,7 @@
 #include "common/config_error.h"
 #include "common/log.h"
 #include "runtime/comm/bounded_collectives.h"
+#include "runtime/comm/broadcast_text.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model_io/checkpoint.h"
@@ -29,9 +30,11 @@ namespace {
 // holds the files (rank 0 writes them there), and all ranks must resume from the same one. A damaged newest
 // checkpoint is reported and the previous one taken; when none is usable every rank fails with the reason.
 std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::path& directory, int rank, MPI_Comm comm) {
-  std::string bytes;  // the checkpoint, or why none can be used
-  std::string source;
-  int64_t size = -1;  // -1: no checkpoint; -2: none usable (bytes holds the message)
+  enum : int64_t { none, found, none_usable };
+  int64_t outcome = none;
+  std::string text;    // the checkpoint's bytes, or why none can be used
+  std::string source;  // the checkpoint's file
+  std::optional<model_io::Checkpoint> checkpoint;  // rank 0's, parsed as it chose it
   if (rank == 0) {
     model_io::CheckpointChoice choice = model_io::choose_checkpoint(directory);
     for (const auto& problem : choice.rejected) log_error("damaged checkpoint: {}", problem);
@@ -41,30 +44,22 @@ std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::pat
         log_info("resuming from the previous checkpoint {} instead; the damaged one is kept as {}",
                  choice.path.string(), aside.string());
       }
-      bytes = std::move(*choice.bytes);
+      outcome = found;
+      text = std::move(*choice.bytes);
       source = choice.path.string();
-      size = static_cast<int64_t>(bytes.size());
+      checkpoint = std::move(choice.checkpoint);
     } else if (choice.found_any()) {
-      bytes = model_io::no_usable_checkpoint_message(directory, choice.rejected);
-      size = -2;
+      outcome = none_usable;
+      text = model_io::no_usable_checkpoint_message(directory, choice.rejected);
     }
   }
-  MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
-  if (size == -1) return std::nullopt;
-  int64_t length = size == -2 ? static_cast<int64_t>(bytes.size()) : size;
-  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, comm));
-  bytes.resize(static_cast<size_t>(length));
-  constexpr int64_t chunk = int64_t{1} << 30;
-  for (int64_t offset = 0; offset < length; offset += chunk) {
-    int count = static_cast<int>(std::min(chunk, length - offset));
-    MPI_CHECK(MPI_Bcast(bytes.data() + offset, count, MPI_BYTE, 0, comm));
-  }
-  if (size == -2) throw ConfigError(bytes);
-  int64_t source_length = static_cast<int64_t>(source.size());
-  MPI_CHECK(MPI_Bcast(&source_length, 1, MPI_INT64_T, 0, comm));
-  source.resize(static_cast<size_t>(source_length));
-  MPI_CHECK(MPI_Bcast(source.data(), static_cast<int>(source_length), MPI_CHAR, 0, comm));
-  return model_io::parse_checkpoint(bytes, source);
+  MPI_CHECK(MPI_Bcast(&outcome, 1, MPI_INT64_T, 0, comm));
+  if (outcome == none) return std::nullopt;
+  broadcast_text(text, comm);
+  if (outcome == none_usable) throw ConfigError(text);
+  broadcast_text(source, comm);
+  if (rank == 0) return checkpoint;
+  return model_io::parse_checkpoint(text, source);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "job/hyperparameter_schema.h"
 #include "runtime/comm/bounded_collectives.h"
+#include "runtime/comm/broadcast_text.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/data/data_channel.h"
 #include "runtime/data/data_error.h"
@@ -36,7 +37,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   data::RecordIndex index;
   std::exception_ptr failure;
   std::string bytes;  // the serialized index, or the failure's message
-  int64_t header[2] = {0, 0};  // failed (1: the data, 2: the machine, a full or read-only TMPDIR), bytes
+  int64_t failed = 0;  // 1: the data, 2: the machine (a full or read-only TMPDIR)
   if (local_rank == 0) {
     try {
       index = build();
@@ -44,17 +45,12 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
     } catch (const std::exception& error) {
       failure = std::current_exception();
       bytes = error.what();
-      header[0] = dynamic_cast<const EnvironmentError*>(&error) != nullptr ? 2 : 1;
+      failed = dynamic_cast<const EnvironmentError*>(&error) != nullptr ? 2 : 1;
     }
-    header[1] = static_cast<int64_t>(bytes.size());
   }
-  MPI_CHECK(MPI_Bcast(header, 2, MPI_INT64_T, 0, host));
-  bytes.resize(static_cast<size_t>(header[1]));
-  constexpr int64_t chunk = int64_t{1} << 30;
-  for (int64_t offset = 0; offset < header[1]; offset += chunk) {
-    MPI_CHECK(MPI_Bcast(bytes.data() + offset, static_cast<int>(std::min(chunk, header[1] - offset)), MPI_BYTE, 0, host));
-  }
-  if (!failure && header[0] == 0) {
+  MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT64_T, 0, host));
+  broadcast_text(bytes, host);
+  if (!failure && failed == 0) {
     if (local_rank != 0) index = data::parse_record_index(bytes);
     // Every rank of the host opens the inflated gzip shards, then the folder goes: from here on no rank's
     // death, SIGKILL included, can leave them on the disk.
@@ -73,8 +69,8 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   }
   MPI_CHECK(MPI_Comm_free(&host));
   if (failure) std::rethrow_exception(failure);
-  if (header[0] == 2) throw EnvironmentError(bytes);
-  if (header[0] != 0) throw data::DataError(bytes);
+  if (failed == 2) throw EnvironmentError(bytes);
+  if (failed != 0) throw data::DataError(bytes);
   return index;
 }
 
@@ -268,7 +264,7 @@ std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPositi
   std::vector<int> deal_rank_of(static_cast<size_t>(local_size));
   MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, deal_rank_of.data(), 1, MPI_INT, host));
   std::string message;  // the rendezvous name, or why the reader could not start
-  int64_t header[2] = {0, 0};  // failed, bytes
+  int64_t failed = 0;
   if (local_rank == 0) {
     try {
       data::PipeDealerOptions options;
@@ -291,15 +287,13 @@ std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPositi
       pipe_dealer_ = std::make_unique<data::PipeDealer>(std::move(rendezvous), std::move(options));
     } catch (const std::exception& error) {
       message = error.what();
-      header[0] = 1;
+      failed = 1;
     }
-    header[1] = static_cast<int64_t>(message.size());
   }
-  MPI_CHECK(MPI_Bcast(header, 2, MPI_INT64_T, 0, host));
-  message.resize(static_cast<size_t>(header[1]));
-  MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(header[1]), MPI_CHAR, 0, host));
+  MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT64_T, 0, host));
+  broadcast_text(message, host);
   MPI_CHECK(MPI_Comm_free(&host));
-  if (header[0] != 0) throw data::DataError(message);
+  if (failed != 0) throw data::DataError(message);
   pipe_feed_ = std::make_shared<data::PipeFeed>(message, local_rank, settings_.pipe_channel, data_timeout_);
   return pipe_feed_;
 }

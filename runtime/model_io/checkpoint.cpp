@@ -8,13 +8,9 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <set>
 #include <stdexcept>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace train::model_io {
 
@@ -121,8 +117,7 @@ void write_checkpoint(const std::filesystem::path& directory, const CheckpointSt
   if (error) throw_file_error("create the checkpoint directory", directory.string(), error.value());
   const std::string path = checkpoint_path(directory).string();
   const std::string previous = previous_checkpoint_path(directory).string();
-  remove_stale_temporaries(path);
-  remove_stale_temporaries(previous);
+  remove_stale_temporaries(path);  // the previous checkpoint is only ever renamed, never written
   const Metadata metadata = with_tensor_checksums(tensors, {{"format", std::string(format_value)},
                                                             {"format_version", std::string(format_version)},
                                                             {"state", state_text}});
@@ -160,7 +155,7 @@ Checkpoint checkpoint_from(SafetensorsFile file, const std::string& source) {
                                        format_version_unchecked, format_version));
   }
   // The reader has checked the checksums that are there; from version 2 on they must be there.
-  if (version->second == format_version) verify_tensor_checksums(file, source, /*required=*/true);
+  if (version->second == format_version) require_tensor_checksums(file, source);
   auto state = file.metadata.find("state");
   if (state == file.metadata.end()) throw SafetensorsError(fmt::format("{}: checkpoint has no state", source));
 
@@ -196,49 +191,13 @@ std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory
   return checkpoint_from(read_safetensors(path.string()), path.string());
 }
 
-namespace {
-
-// The bytes of a checkpoint file, or nullopt when there is none. Opened without blocking, so that
-// something else in its place (a FIFO) is refused instead of waited on.
-std::optional<std::string> read_checkpoint_bytes(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) return std::nullopt;
-  if (fd < 0) throw SafetensorsError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-  struct stat status {};
-  std::string bytes;
-  std::string problem;
-  if (::fstat(fd, &status) != 0) {
-    problem = fmt::format("cannot stat: {}", std::strerror(errno));
-  } else if (!S_ISREG(status.st_mode)) {
-    problem = "not a regular file";
-  } else {
-    bytes.resize(static_cast<size_t>(status.st_size));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        problem = got == 0 ? "cannot read: the file became shorter while it was read"
-                           : fmt::format("cannot read: {}", std::strerror(errno));
-        break;
-      }
-      done += static_cast<size_t>(got);
-    }
-  }
-  ::close(fd);
-  if (!problem.empty()) throw SafetensorsError(fmt::format("{}: {}", path.string(), problem));
-  return bytes;
-}
-
-}  // namespace
-
 CheckpointChoice choose_checkpoint(const std::filesystem::path& directory) {
   CheckpointChoice choice;
   for (const auto& path : {checkpoint_path(directory), previous_checkpoint_path(directory)}) {
     try {
-      auto bytes = read_checkpoint_bytes(path);
+      auto bytes = read_file_bytes(path.string());
       if (!bytes) continue;
-      parse_checkpoint(*bytes, path.string());  // whole, consistent, checksums right
+      choice.checkpoint = parse_checkpoint(*bytes, path.string());  // whole, consistent, checksums right
       choice.bytes = std::move(bytes);
       choice.path = path;
       return choice;

@@ -80,9 +80,10 @@ std::optional<Checkpoint> read_checkpoint(const std::filesystem::path& directory
 // only the master host has the files, so rank 0 chooses and sends the bytes to every rank, which parses
 // them with parse_checkpoint.
 struct CheckpointChoice {
-  std::optional<std::string> bytes;   // the chosen file's bytes; nullopt when no checkpoint can be used
-  std::filesystem::path path;         // the chosen file
-  std::vector<std::string> rejected;  // every newer checkpoint that exists but cannot be used, and why
+  std::optional<std::string> bytes;      // the chosen file's bytes; nullopt when no checkpoint can be used
+  std::optional<Checkpoint> checkpoint;  // those bytes, parsed (rank 0 resumes from it without parsing again)
+  std::filesystem::path path;            // the chosen file
+  std::vector<std::string> rejected;     // every newer checkpoint that exists but cannot be used, and why
   bool found_any() const { return bytes.has_value() || !rejected.empty(); }
 };
 CheckpointChoice choose_checkpoint(const std::filesystem::path& directory);

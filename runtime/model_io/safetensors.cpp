@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 namespace train::model_io {
 
@@ -367,6 +369,7 @@ bool read_at(int fd, void* buffer, size_t size, uint64_t offset) {
 class FileHandle {
  public:
   explicit FileHandle(int fd) : fd_(fd) {}
+  FileHandle(FileHandle&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   ~FileHandle() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -426,30 +429,52 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
     if (!tensor.data.empty()) std::memcpy(tensor.data.data(), data + entry.begin, tensor.data.size());
     file.tensors.push_back(std::move(tensor));
   }
-  verify_tensor_checksums(file, source, /*required=*/false);
+  verify_tensor_checksums(file, source);
   return file;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  // Non-blocking: a FIFO in the file's place must be refused (below), not wait for a writer forever.
+namespace {
+
+// Opens `path` for reading a regular file: non-blocking, so that a FIFO in the file's place is refused
+// instead of waiting for a writer forever. A missing file is an error unless `missing_ok` (then fd -1).
+// Sets `size` to the file's.
+FileHandle open_regular(const std::string& path, uint64_t& size, bool missing_ok) {
   FileHandle fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0 && missing_ok && errno == ENOENT) return fd;
   if (fd.get() < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat status {};
   if (::fstat(fd.get(), &status) != 0) fail(path, fmt::format("cannot stat: {}", std::strerror(errno)));
   if (!S_ISREG(status.st_mode)) fail(path, "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(status.st_size);
-  auto read_failed = [&]() {
-    fail(path, errno != 0 ? fmt::format("cannot read: {}", std::strerror(errno))
-                          : std::string("cannot read: the file became shorter while it was read"));
-  };
+  size = static_cast<uint64_t>(status.st_size);
+  return fd;
+}
 
+[[noreturn]] void read_failed(const std::string& path) {
+  fail(path, errno != 0 ? fmt::format("cannot read: {}", std::strerror(errno))
+                        : std::string("cannot read: the file became shorter while it was read"));
+}
+
+}  // namespace
+
+std::optional<std::string> read_file_bytes(const std::string& path) {
+  uint64_t size = 0;
+  FileHandle fd = open_regular(path, size, /*missing_ok=*/true);
+  if (fd.get() < 0) return std::nullopt;
+  std::string bytes(size, '\0');
+  if (!read_at(fd.get(), bytes.data(), bytes.size(), 0)) read_failed(path);
+  return bytes;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  uint64_t file_size = 0;
+  FileHandle fd = open_regular(path, file_size, /*missing_ok=*/false);
   check_file_size(file_size, path);
   unsigned char prefix[8];
-  if (!read_at(fd.get(), prefix, 8, 0)) read_failed();
+  if (!read_at(fd.get(), prefix, 8, 0)) read_failed(path);
   uint64_t header_length = decode_length(prefix);
   uint64_t data_size = check_header_length(header_length, file_size, path);
   std::string text(header_length, '\0');
-  if (!read_at(fd.get(), text.data(), text.size(), 8)) read_failed();
+  if (!read_at(fd.get(), text.data(), text.size(), 8)) read_failed(path);
   Header header = parse_header(text, data_size, path);
 
   const uint64_t data_start = 8 + header_length;
@@ -458,10 +483,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
   for (auto& entry : header.entries) {
     Tensor tensor{std::move(entry.name), entry.dtype, std::move(entry.shape), {}};
     tensor.data.resize(entry.end - entry.begin);
-    if (!read_at(fd.get(), tensor.data.data(), tensor.data.size(), data_start + entry.begin)) read_failed();
+    if (!read_at(fd.get(), tensor.data.data(), tensor.data.size(), data_start + entry.begin)) read_failed(path);
     file.tensors.push_back(std::move(tensor));
   }
-  verify_tensor_checksums(file, path, /*required=*/false);
+  verify_tensor_checksums(file, path);
   return file;
 }
 

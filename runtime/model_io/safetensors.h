@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,7 +63,12 @@ void write_safetensors(AtomicFile& file, const std::vector<TensorView>& tensors,
 // for I/O errors, naming `path`.
 SafetensorsFile read_safetensors(const std::string& path);
 
-// The same from bytes in memory (tests, fuzzing); `source` names them in messages.
+// The same from bytes in memory (tests, fuzzing, a checkpoint sent to every rank); `source` names them in
+// messages.
 SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view source);
+
+// The bytes of the file at `path`, unparsed, or nullopt when there is none; opened as read_safetensors
+// opens it (without blocking: a FIFO in its place is refused). Throws SafetensorsError naming `path`.
+std::optional<std::string> read_file_bytes(const std::string& path);
 
 }  // namespace train::model_io

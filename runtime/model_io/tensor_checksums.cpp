@@ -32,14 +32,17 @@ Metadata with_tensor_checksums(const std::vector<TensorView>& tensors, Metadata 
   return metadata;
 }
 
-void verify_tensor_checksums(const SafetensorsFile& file, std::string_view source, bool required) {
-  const auto stored = file.metadata.find(std::string(tensor_checksums_key));
-  if (stored == file.metadata.end()) {
-    if (!required) return;
+void require_tensor_checksums(const SafetensorsFile& file, std::string_view source) {
+  if (file.metadata.count(std::string(tensor_checksums_key)) == 0) {
     throw SafetensorsError(fmt::format("{}: the metadata has no \"{}\" (the checksums of its tensors), which every "
                                        "file train writes has: the file is damaged or was not written by train",
                                        source, tensor_checksums_key));
   }
+}
+
+void verify_tensor_checksums(const SafetensorsFile& file, std::string_view source) {
+  const auto stored = file.metadata.find(std::string(tensor_checksums_key));
+  if (stored == file.metadata.end()) return;
   nlohmann::json sums;
   try {
     sums = nlohmann::json::parse(stored->second);

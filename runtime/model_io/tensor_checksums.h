@@ -18,9 +18,12 @@ constexpr std::string_view tensor_checksums_key = "tensor_crc32";
 // `metadata` with the checksums of `tensors` added under tensor_checksums_key.
 Metadata with_tensor_checksums(const std::vector<TensorView>& tensors, Metadata metadata);
 
-// Checks every tensor of `file` against its stored checksum when the file has checksums; with `required`,
-// a file without them is refused too. Throws SafetensorsError naming `source` and the first tensor whose
-// bytes do not match (or that has no checksum, or a checksum for a tensor the file does not hold).
-void verify_tensor_checksums(const SafetensorsFile& file, std::string_view source, bool required);
+// Checks every tensor of `file` against its stored checksum when the file has checksums (the safetensors
+// readers call it on every file they read). Throws SafetensorsError naming `source` and the first tensor
+// whose bytes do not match (or that has no checksum, or a checksum for a tensor the file does not hold).
+void verify_tensor_checksums(const SafetensorsFile& file, std::string_view source);
+
+// Refuses (SafetensorsError naming `source`) a file without checksums, for the files that must have them.
+void require_tensor_checksums(const SafetensorsFile& file, std::string_view source);
 
 }  // namespace train::model_io
