@@ -67,7 +67,8 @@ class JobRun {
   int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
     become_child_subreaper();
     start_job_report(job_.paths);
-    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains() ? &job_.outputs : nullptr, given_environment));
+    const OutputLocations* trained = job_.workload == Workload::train_resnet ? &job_.outputs : nullptr;
+    if (auto problems = unwritable_directories(job_output_directories(job_.paths, trained, given_environment));
         !problems.empty()) {
       std::vector<std::string> details;
       std::string summary = describe_unwritable(problems, details);
@@ -227,7 +228,7 @@ class JobRun {
   // After a stop request: whether train's ranks wrote a checkpoint since, which the failure file then says
   // (a second signal, or the grace period running out, can end them before they do).
   std::string stop_outcome() const {
-    if (!settings_.trains()) return "";
+    if (job_.workload != Workload::train_resnet) return "";
     struct stat status {};
     const auto file = job_.outputs.checkpoints / JobPaths::checkpoint_file_name;
     const bool written =
