@@ -42,12 +42,6 @@ std::vector<DirectoryProblem> unwritable_directories(const std::vector<std::file
   return problems;
 }
 
-std::filesystem::path temporary_directory(const EnvironmentMap& environment) {
-  const auto tmpdir = environment.find("TMPDIR");
-  if (tmpdir == environment.end() || tmpdir->second.empty()) return "/tmp";
-  return tmpdir->second;
-}
-
 std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, const OutputLocations* trained,
                                                           const EnvironmentMap& environment) {
   std::vector<std::filesystem::path> directories = {paths.model(), paths.output()};
