@@ -77,17 +77,16 @@ class JobRun {
       write_failure_file(job_.paths, compose_failure_text(summary, details));
       return exit_code::environment;
     }
-    EnvironmentMap environment = given_environment;
+    EnvironmentMap ranks_environment = given_environment;
     try {
       reasons_ = std::make_unique<RankReasonFolder>();
-      environment = reasons_->export_to(std::move(environment));
+      ranks_environment = reasons_->export_to(std::move(ranks_environment));
     } catch (const std::exception& error) {
       log_info("warning: no folder for the ranks' failure reasons ({}); relying on mpirun to relay them",
                error.what());
     }
 
     // The ranks' network: EFA's variables for NCCL across hosts, or a warning that it will use sockets.
-    EnvironmentMap ranks_environment = environment;
     for (const auto& line : apply_efa_settings(job_, find_efa_devices(), ranks_environment)) log_info("{}", line);
     auto command =
         build_mpirun_command(job_, settings_.rank_program, ranks_environment, settings_.mpirun, settings_.hostfile);
