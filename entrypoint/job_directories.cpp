@@ -1,6 +1,7 @@
 #include "entrypoint/job_directories.h"
 
 #include "common/environment_error.h"
+#include "common/log.h"
 
 #include <fmt/format.h>
 
@@ -24,12 +25,7 @@ int write_probe(const std::filesystem::path& directory) {
   // A few blocks, flushed: a disk with no room left refuses them now rather than the checkpoint later.
   const std::string block(16384, '\0');
   int error = 0;
-  size_t done = 0;
-  while (done < block.size() && error == 0) {
-    const ssize_t written = ::write(fd, block.data() + done, block.size() - done);
-    if (written < 0 && errno != EINTR) error = errno;
-    if (written > 0) done += static_cast<size_t>(written);
-  }
+  if (!write_fully(fd, block)) error = errno;
   if (error == 0 && ::fsync(fd) != 0) error = errno;
   ::close(fd);
   ::unlink(name.c_str());
@@ -44,12 +40,6 @@ std::vector<DirectoryProblem> unwritable_directories(const std::vector<std::file
     if (int error = write_probe(directory); error != 0) problems.push_back({directory, error});
   }
   return problems;
-}
-
-std::filesystem::path temporary_directory(const EnvironmentMap& environment) {
-  const auto tmpdir = environment.find("TMPDIR");
-  if (tmpdir == environment.end() || tmpdir->second.empty()) return "/tmp";
-  return tmpdir->second;
 }
 
 std::vector<std::filesystem::path> job_output_directories(const JobPaths& paths, const OutputLocations* trained,

@@ -4,6 +4,7 @@
 
 #include "common/environment_map.h"
 #include "common/paths.h"
+#include "common/temporary_directory.h"  // temporary_directory: $TMPDIR, one of the folders checked
 #include "job/output_locations.h"
 
 #include <filesystem>
@@ -20,9 +21,6 @@ struct DirectoryProblem {
 // Creates each of `directories` when missing and writes, flushes and removes a small file in it; returns
 // the ones where that failed, with the errno.
 std::vector<DirectoryProblem> unwritable_directories(const std::vector<std::filesystem::path>& directories);
-
-// $TMPDIR of `environment`, /tmp when unset or empty.
-std::filesystem::path temporary_directory(const EnvironmentMap& environment);
 
 // The folders a job writes: model/ and output/ of `paths`; when train trains, the checkpoint and TensorBoard
 // folders of `trained` (where checkpointconfig.json and tensorboardoutputconfig.json put them; a user's

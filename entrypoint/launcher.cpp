@@ -62,7 +62,8 @@ class JobRun {
   int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
     become_child_subreaper();
     start_job_report(job_.paths);
-    if (auto problems = unwritable_directories(job_output_directories(job_.paths, settings_.trains() ? &job_.outputs : nullptr, given_environment));
+    const OutputLocations* trained = job_.workload == Workload::train_resnet ? &job_.outputs : nullptr;
+    if (auto problems = unwritable_directories(job_output_directories(job_.paths, trained, given_environment));
         !problems.empty()) {
       std::vector<std::string> details;
       std::string summary = describe_unwritable(problems, details);
@@ -71,17 +72,16 @@ class JobRun {
       write_failure_file(job_.paths, compose_failure_text(summary, details));
       return exit_code::environment;
     }
-    EnvironmentMap environment = given_environment;
+    EnvironmentMap ranks_environment = given_environment;
     try {
       reasons_ = std::make_unique<RankReasonFolder>();
-      environment = reasons_->export_to(std::move(environment));
+      ranks_environment = reasons_->export_to(std::move(ranks_environment));
     } catch (const std::exception& error) {
       log_info("warning: no folder for the ranks' failure reasons ({}); relying on mpirun to relay them",
                error.what());
     }
 
     // The ranks' network: EFA's variables for NCCL across hosts, or a warning that it will use sockets.
-    EnvironmentMap ranks_environment = environment;
     for (const auto& line : apply_efa_settings(job_, find_efa_devices(), ranks_environment)) log_info("{}", line);
     auto command =
         build_mpirun_command(job_, settings_.rank_program, ranks_environment, settings_.mpirun, settings_.hostfile);
@@ -222,7 +222,7 @@ class JobRun {
   // After a stop request: whether train's ranks wrote a checkpoint since, which the failure file then says
   // (a second signal, or the grace period running out, can end them before they do).
   std::string stop_outcome() const {
-    if (!settings_.trains()) return "";
+    if (job_.workload != Workload::train_resnet) return "";
     struct stat status {};
     const auto file = job_.outputs.checkpoints / JobPaths::checkpoint_file_name;
     const bool written =

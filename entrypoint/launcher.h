@@ -22,9 +22,6 @@ struct LaunchSettings {
   std::chrono::seconds stop_grace{100};
   // Multi-host jobs: the host file mpirun reads (one line per host, one slot per rank); empty for one host.
   std::string hostfile;
-
-  // True when the ranks run train's own training (not a user's command under `train -- CMD`).
-  bool trains() const { return rank_program.size() == 2 && rank_program[1] == "rank"; }
 };
 
 // Reads TRAIN_MPIRUN and TRAIN_STOP_GRACE_SECONDS. Throws ConfigError on a malformed value.

@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/temporary_directory.h"
 #include "entrypoint/batch_registration.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
@@ -21,7 +22,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -153,9 +153,8 @@ void wait_for_peers(const JobDescription& job, const std::vector<std::string>& a
 // A host file that exists while mpirun runs.
 class TemporaryHostfile {
  public:
-  explicit TemporaryHostfile(const std::string& text) {
-    const char* directory = std::getenv("TMPDIR");
-    std::string pattern = std::string(directory && *directory ? directory : "/tmp") + "/train-hostfile-XXXXXX";
+  TemporaryHostfile(const std::string& text, const EnvironmentMap& environment) {
+    std::string pattern = temporary_directory(environment).string() + "/train-hostfile-XXXXXX";
     std::vector<char> name(pattern.begin(), pattern.end());
     name.push_back('\0');
     int fd = ::mkstemp(name.data());
@@ -278,7 +277,7 @@ class HostRun {
     std::optional<TemporaryHostfile> hostfile;
     // One training host (the others of a heterogeneous cluster wait): its ranks start locally, as on one host.
     if (!job_.cluster.single_host()) {
-      hostfile.emplace(hostfile_text(mpirun_hosts, job_.ranks_per_host));
+      hostfile.emplace(hostfile_text(mpirun_hosts, job_.ranks_per_host), environment_);
       launch.hostfile = hostfile->path();
     }
     int code = run_launcher(job_, launch, environment_, &waiter_.inbox(), sshd_children());

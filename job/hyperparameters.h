@@ -70,8 +70,4 @@ Hyperparameters read_hyperparameters(const std::filesystem::path& path, Workload
 // The toolkit's decoding of one value: a string that parses as JSON becomes that JSON; anything else stays.
 nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw);
 
-// Splits a command line like a POSIX shell does for words: quotes and backslashes, no expansion.
-// Throws ConfigError naming `what` on an unbalanced quote.
-std::vector<std::string> split_shell_words(const std::string& line, const std::string& what);
-
 }  // namespace train

@@ -1,7 +1,7 @@
 #include "job/mpi_options.h"
 
 #include "common/config_error.h"
-#include "job/hyperparameters.h"
+#include "common/json_file.h"
 
 #include <fmt/format.h>
 
@@ -20,6 +20,46 @@ bool names_nccl_debug(std::string_view option) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_shell_words(const std::string& line, const std::string& what) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0; else word += c;
+    } else if (quote == '"') {
+      if (c == '"') {
+        quote = 0;
+      } else if (c == '\\' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\\')) {
+        word += line[++i];
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\') {
+      if (i + 1 < line.size()) word += line[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0) {
+    throw ConfigError(fmt::format("{}: unbalanced {} quote in {}; close it or escape it with a backslash", what,
+                                  quote == '"' ? "double" : "single", quote_json_for_message(nlohmann::json(line))));
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
 
 CustomMpiOptions parse_custom_mpi_options(const std::string& text, const std::string& what) {
   const std::vector<std::string> words = split_shell_words(text, what);

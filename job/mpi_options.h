@@ -17,6 +17,10 @@ struct CustomMpiOptions {
   std::optional<std::string> nccl_debug;  // the last --NCCL_DEBUG value, when one was given
 };
 
+// Splits a command line like a POSIX shell does for words: quotes and backslashes, no expansion.
+// Throws ConfigError naming `what` on an unbalanced quote.
+std::vector<std::string> split_shell_words(const std::string& line, const std::string& what);
+
 // `what` names the setting in messages. Throws ConfigError on an unbalanced quote or a --NCCL_DEBUG
 // without a value.
 CustomMpiOptions parse_custom_mpi_options(const std::string& text, const std::string& what);

@@ -2,6 +2,7 @@
 
 #include "common/atomic_file.h"
 #include "common/environment_error.h"
+#include "common/temporary_directory.h"
 
 #include <fmt/format.h>
 
@@ -79,8 +80,7 @@ std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder) {
 RankReasonFolder::RankReasonFolder() {
   std::string parent = "/dev/shm";
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
-    const char* tmp = std::getenv("TMPDIR");
-    parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    parent = temporary_directory(current_environment()).string();
   }
   std::string pattern = parent + "/train-reasons-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) throw_file_error("create the folder", pattern, errno);
