@@ -38,14 +38,17 @@ std::vector<ActivationShape> ResNetPlan::shapes_at(int batch) const {
 
 namespace {
 
-// Parameters in forward order into one flat store; BN buffers into the float buffers or the counters.
+// Parameters in forward order into one flat store, each at an aligned offset (the device reads the fp32
+// master weights and their bf16 copy at these offsets: runtime/comm/gradient_buckets.h says why); BN
+// buffers into the float buffers or the counters.
 void lay_out_tensors(ResNetPlan& plan) {
   plan.buffer_offset.assign(plan.spec.tensors.size(), 0);
   for (size_t i = 0; i < plan.spec.tensors.size(); ++i) {
     const auto& tensor = plan.spec.tensors[i];
     if (tensor.is_parameter()) {
-      plan.parameters.push_back(ParameterSlot{static_cast<int>(i), plan.parameter_elements, tensor.elements()});
-      plan.parameter_elements += static_cast<size_t>(tensor.elements());
+      const size_t offset = aligned_tensor_offset(plan.parameter_elements);
+      plan.parameters.push_back(ParameterSlot{static_cast<int>(i), offset, tensor.elements()});
+      plan.parameter_elements = aligned_tensor_offset(offset + static_cast<size_t>(tensor.elements()));
     } else if (tensor.role == TensorRole::bn_batches_tracked) {
       plan.buffer_offset[i] = plan.tracked_buffers++;
     } else {

@@ -6,6 +6,7 @@
 // the communication layer from parameter_elements() (runtime/comm/gradient_buckets.h).
 #pragma once
 
+#include "runtime/comm/gradient_buckets.h"
 #include "runtime/model/layer_fusion.h"
 #include "runtime/model/resnet_spec.h"
 
@@ -48,7 +49,7 @@ struct ActivationShape {
 
 struct ParameterSlot {
   int spec_index = 0;  // into spec.tensors
-  size_t offset = 0;   // into the flat parameter (and momentum) store, forward order
+  size_t offset = 0;   // into the flat parameter (and momentum) store, forward order, aligned (tensor_alignment_elements)
   int64_t count = 0;
 };
 
@@ -62,7 +63,7 @@ struct ResNetPlan {
   ResNetSpec spec;
   int max_batch = 0, height = 0, width = 0;
   std::vector<ParameterSlot> parameters;     // forward order
-  size_t parameter_elements = 0;             // the flat store's size
+  size_t parameter_elements = 0;             // the flat store's size, the padding between tensors included
   std::vector<size_t> buffer_offset;         // by spec index: into the float buffers, or the tracked counters
   size_t float_buffer_elements = 0;          // running_mean and running_var of every BN
   size_t tracked_buffers = 0;                // num_batches_tracked of every BN

@@ -50,7 +50,7 @@ float to_float(T value) {
 
 template <typename T>
 bool check_case(const NcclCommunicator& comm, const std::vector<size_t>& sizes, size_t threshold_bytes, int ranks) {
-  const BucketPlan plan = plan_buckets(sizes, threshold_bytes, std::min<size_t>(threshold_bytes, 1 << 20));
+  const BucketPlan plan = plan_buckets(sizes, threshold_bytes, std::min<size_t>(threshold_bytes, 1 << 20), sizeof(float));
   std::vector<T> host(plan.total_elements);
   for (size_t i = 0; i < host.size(); ++i) host[i] = to_element<T>(value_of(comm.rank(), i));
   T* device = nullptr;
