@@ -61,10 +61,16 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   ++totals_.steps;
 }
 
-StepTotals CpuEngine::take_totals() {
-  StepTotals totals = totals_;
+void CpuEngine::request_totals() {
+  requested_.push_back(totals_);
   totals_ = StepTotals{};
-  return totals;
+}
+
+StepTotals CpuEngine::take_totals() {
+  if (requested_.empty()) request_totals();
+  const StepTotals oldest = requested_.front();
+  requested_.pop_front();
+  return oldest;
 }
 
 void CpuEngine::infer(const data::Batch& batch, float* logits) { model_.infer(batch.images.data(), batch.size, logits); }

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <deque>
 #include <vector>
 
 namespace train {
@@ -34,6 +35,7 @@ class CpuEngine final : public Engine {
   std::vector<float> parameters() override { return model_.all_values(); }
 
   void train_step(const data::Batch& batch, double learning_rate) override;
+  void request_totals() override;
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
 
@@ -44,7 +46,8 @@ class CpuEngine final : public Engine {
   MpiGradientReducer reducer_;
   std::vector<float> momentum_;  // laid out as the parameters
   std::vector<ops::SgdTensor<float>> sgd_tensors_;
-  StepTotals totals_;
+  StepTotals totals_;                  // since the last request
+  std::deque<StepTotals> requested_;  // requested, not yet taken
 };
 
 }  // namespace train

@@ -2,6 +2,7 @@
 
 #include "common/config_error.h"
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/device_clock.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
 #include "runtime/comm/mpi_check.h"
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -59,9 +61,22 @@ PinnedMemory make_pinned(size_t bytes) {
 gpu::detail::DeviceMemory make_device(size_t bytes) {
   void* pointer = gpu::detail::device_malloc_or_null(bytes);
   if (pointer == nullptr) {
-    throw gpu::DeviceOutOfMemory(fmt::format("the input buffers ({} bytes) do not fit on the GPU", bytes));
+    throw gpu::DeviceOutOfMemory(fmt::format("the engine's buffers ({} bytes more) do not fit on the GPU", bytes));
   }
   return gpu::detail::DeviceMemory(pointer);
+}
+
+// "The batch does not fit", with the model, the batch and the GPU's memory: the one message for running
+// out of device memory, whether the engine was being made or was training (exit 65, as for any job that
+// asks for more than its host has).
+std::string does_not_fit(const TrainingSettings& settings, int rank, const std::string& what) {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
+  return fmt::format(
+      "rank {}: resnet{} with {} images of {}x{} per rank in {} does not fit on this GPU ({:.1f} GiB, {:.1f} GiB free): "
+      "{}; lower mini_batch_size (images per host, split over its ranks) or image_shape",
+      rank, settings.depth, settings.batch_per_rank, settings.height, settings.width, precision_name(settings.precision),
+      static_cast<double>(total_bytes) / (1 << 30), static_cast<double>(free_bytes) / (1 << 30), what);
 }
 
 template <typename T>
@@ -82,6 +97,7 @@ class CudaEngine final : public Engine {
   std::vector<float> parameters() override;
 
   void train_step(const data::Batch& batch, double learning_rate) override;
+  void request_totals() override;
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
 
@@ -92,6 +108,9 @@ class CudaEngine final : public Engine {
   // Waits for `event` in short polls, at most the step timeout, watching NCCL for a failed peer.
   void wait_for(cudaEvent_t event, const char* what) { comm_.wait_for_event(event, timeout_, what); }
   void drain(const char* what);  // waits for everything queued on the compute stream
+  void reduce_once();            // one reduction of the (zero) gradients: NCCL's connections and buffers
+  void enqueue_step(const data::Batch& batch, double learning_rate);
+  void infer_into(const data::Batch& batch, float* logits);
 
   const TrainingSettings& settings_;
   std::chrono::milliseconds timeout_;
@@ -109,6 +128,21 @@ class CudaEngine final : public Engine {
   PinnedMemory host_logits_;
   Event uploaded_[2], consumed_[2], drained_;
   int64_t steps_ = 0, steps_since_totals_ = 0;
+  // How long the compute stream waited for the reductions after backward, measured on the device: the
+  // global timer at backward's end and after the last bucket's allreduce (clock_[0], clock_[1]), the sum
+  // of the differences since the last totals (reduction_wait_, one double).
+  gpu::detail::DeviceMemory clock_, reduction_wait_;
+  // Totals requested and not yet taken: each a pinned slot of {loss x images, images, hits, reduction
+  // wait} that the compute stream fills, and an event after it. The trainer keeps at most two in flight.
+  static constexpr int totals_slots = 4;
+  PinnedMemory host_totals_;
+  Event totals_copied_[totals_slots];
+  struct RequestedTotals {
+    int slot = 0;
+    int64_t steps = 0;
+  };
+  std::deque<RequestedTotals> requested_;
+  int next_totals_slot_ = 0;
 };
 
 template <typename T>
@@ -121,8 +155,10 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       context_(compute_.get()),
       comm_(comm, timeout),
       model_(make_model<gpu::GpuResNet<T>>(settings, classes, context_)),
-      reducer_(comm_, model_.bucket_plan(), model_.gradients(), is_bf16 ? ncclBfloat16 : ncclFloat32, compute_.get(),
-               timeout, ncclAvg) {
+      // fp32 buckets, averaged by NCCL in fp32: each bucket's bf16 gradients are widened into the fp32
+      // buffer on the compute stream just before its reduction starts.
+      reducer_(comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32, compute_.get(), timeout, ncclAvg,
+               [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
   const ResNetPlan& p = model_.plan();
   const size_t image_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.height * p.width * 3);
@@ -141,12 +177,23 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
   logits_ = make_device(sizeof(T) * logit_values);
   host_logits_ = make_pinned(sizeof(float) * logit_values);
   drained_ = make_event();
+  clock_ = make_device(sizeof(unsigned long long) * 2);
+  reduction_wait_ = make_device(sizeof(double));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(reduction_wait_.get(), 0, sizeof(double), compute_.get()));
+  host_totals_ = make_pinned(sizeof(double) * 4 * totals_slots);
+  for (auto& event : totals_copied_) event = make_event();
+  reduce_once();
 }
 
 template <typename T>
 CudaEngine<T>::~CudaEngine() {
-  // Nothing may still run when the memory it uses is freed. If the queue does not drain within the bound
-  // (a peer gone in the middle of an allreduce), aborting NCCL ends the stuck collectives so it can.
+  // Nothing may still run when the memory it uses is freed. After a wait that failed or ran out (a peer
+  // gone in the middle of an allreduce) the queue may never drain: abort NCCL at once, which ends the stuck
+  // collectives, instead of waiting out the step timeout a second time. Otherwise drain, within the bound.
+  if (comm_.broken()) {
+    comm_.abort();
+    return;
+  }
   try {
     drain("the GPU's queued work, before freeing it");
   } catch (...) {
@@ -166,6 +213,17 @@ template <typename T>
 void CudaEngine<T>::drain(const char* what) {
   TRAIN_CUDA_CHECK(cudaEventRecord(drained_.get(), compute_.get()));
   wait_for(drained_.get(), what);
+}
+
+// NCCL connects its peers and takes its buffers at the first collective: one reduction of every bucket
+// when the engine is made (every rank makes it at the same point) finds a peer that cannot be reached,
+// or a GPU without room, before training, under the same bound as every step.
+template <typename T>
+void CudaEngine<T>::reduce_once() {
+  reducer_.begin_step();
+  for (int p = model_.parameter_tensors() - 1; p >= 0; --p) reducer_.tensor_ready(p);
+  reducer_.finish();
+  drain("the first gradient allreduce (every rank's NCCL connections)");
 }
 
 template <typename T>
@@ -196,6 +254,15 @@ const T* CudaEngine<T>::images_for_model(int slot, int64_t count) {
 // the device; the step itself may still be running.
 template <typename T>
 void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
+  try {
+    enqueue_step(batch, learning_rate);
+  } catch (const gpu::DeviceOutOfMemory& error) {
+    throw ConfigError(does_not_fit(settings_, comm_.rank(), error.what()));
+  }
+}
+
+template <typename T>
+void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate) {
   const int64_t count = pixels(batch);
   const int slot = static_cast<int>(steps_ % 2);
   // The slot is free once the step two back has run (it read these buffers until its backward ended).
@@ -213,7 +280,13 @@ void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
   model_.train_step(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()), batch.size,
                     static_cast<float>(settings_.label_smoothing), /*gradient_scale=*/1.0f,  // ncclAvg averages
                     [&](int p) { reducer_.tensor_ready(p); });
-  reducer_.finish();  // the compute stream waits for every bucket's allreduce
+  // Every bucket's allreduce is enqueued by now: time backward's end and the last reduction's, then let
+  // the compute stream wait for the reductions and add what it waited.
+  auto* clock = static_cast<unsigned long long*>(clock_.get());
+  cuda::record_device_time(compute_.get(), clock);
+  cuda::record_device_time(reducer_.communication_stream(), clock + 1);
+  reducer_.finish();
+  cuda::add_elapsed_seconds(compute_.get(), clock, clock + 1, static_cast<double*>(reduction_wait_.get()));
   model_.sgd_step(optimizer_options(settings_, learning_rate));
   TRAIN_CUDA_CHECK(cudaEventRecord(consumed_[slot].get(), compute_.get()));
   ++steps_;
@@ -221,17 +294,46 @@ void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
   wait_for(uploaded_[slot].get(), "the copy of a batch to the GPU");  // the trainer may refill the batch now
 }
 
+// The sums since the last request, copied back by the compute stream after the steps queued so far while
+// the GPU goes on: a log line never stops the GPU (runtime/trainer.cpp prints it one interval later).
+template <typename T>
+void CudaEngine<T>::request_totals() {
+  if (requested_.size() == totals_slots) throw std::logic_error("CudaEngine: totals requested and never taken");
+  const int slot = next_totals_slot_;
+  next_totals_slot_ = (next_totals_slot_ + 1) % totals_slots;
+  double* host = static_cast<double*>(host_totals_.get()) + 4 * slot;
+  model_.copy_totals_async(host);
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host + 3, reduction_wait_.get(), sizeof(double), cudaMemcpyDeviceToHost,
+                                   compute_.get()));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(reduction_wait_.get(), 0, sizeof(double), compute_.get()));
+  TRAIN_CUDA_CHECK(cudaEventRecord(totals_copied_[slot].get(), compute_.get()));
+  requested_.push_back(RequestedTotals{slot, steps_since_totals_});
+  steps_since_totals_ = 0;
+}
+
 template <typename T>
 StepTotals CudaEngine<T>::take_totals() {
-  drain("the steps' loss and hits");
-  const auto totals = model_.take_totals();
-  StepTotals result{totals.loss, totals.images, totals.correct, steps_since_totals_};
-  steps_since_totals_ = 0;
+  if (requested_.empty()) request_totals();
+  const RequestedTotals oldest = requested_.front();
+  wait_for(totals_copied_[oldest.slot].get(), "the steps' loss and hits");
+  requested_.pop_front();
+  const double* host = static_cast<const double*>(host_totals_.get()) + 4 * oldest.slot;
+  StepTotals result{host[0], host[1], host[2], oldest.steps};
+  result.reduction_wait_seconds = host[3];
   return result;
 }
 
 template <typename T>
 void CudaEngine<T>::infer(const data::Batch& batch, float* logits) {
+  try {
+    infer_into(batch, logits);
+  } catch (const gpu::DeviceOutOfMemory& error) {
+    throw ConfigError(does_not_fit(settings_, comm_.rank(), error.what()));
+  }
+}
+
+template <typename T>
+void CudaEngine<T>::infer_into(const data::Batch& batch, float* logits) {
   const int64_t count = pixels(batch);
   const int64_t values = int64_t{batch.size} * model_.spec().num_classes;
   // On the compute stream: after every step queued before it, which no longer needs slot 0's images.
@@ -310,13 +412,7 @@ std::unique_ptr<Engine> make_cuda_engine(const TrainingSettings& settings, int c
     }
     return std::make_unique<CudaEngine<float>>(settings, classes, comm, timeout);
   } catch (const gpu::DeviceOutOfMemory& error) {
-    size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    throw ConfigError(fmt::format(
-        "rank {}: resnet{} with {} images of {}x{} per rank in {} does not fit on this GPU ({:.1f} GiB): {}; lower "
-        "mini_batch_size (images per host, split over its ranks) or image_shape",
-        identity.rank, settings.depth, settings.batch_per_rank, settings.height, settings.width,
-        precision_name(settings.precision), static_cast<double>(total_bytes) / (1 << 30), error.what()));
+    throw ConfigError(does_not_fit(settings, identity.rank, error.what()));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <stdexcept>
 
 namespace train {
@@ -20,10 +21,15 @@ void check(cudaError_t status, const char* call, int index) {
   }
 }
 
+// The rank's GPU, for threads other than the one that pinned it: the current device is per thread and
+// starts at 0, so a thread that calls CUDA without setting it makes a context on GPU 0.
+std::atomic<int> pinned_device{0};
+
 }  // namespace
 
 std::string pin_gpu(int index) {
   check(cudaSetDevice(index), "cudaSetDevice", index);
+  pinned_device = index;
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, index), "cudaGetDeviceProperties", index);
   constexpr int count = 1024;
@@ -50,8 +56,15 @@ std::string pin_gpu(int index) {
 
 namespace {
 
+// Called from the data loader's threads, which never set a device of their own: set the rank's first (a
+// pinned allocation needs a context, and on an 8-GPU host every rank would otherwise add one to GPU 0,
+// running it out of memory first, and failing outright where GPUs are in EXCLUSIVE_PROCESS mode).
 void* pinned_allocate(size_t bytes) {
   void* pointer = nullptr;
+  if (cudaSetDevice(pinned_device) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
   // Portable: usable by any device context of this process, not only the current one.
   if (cudaHostAlloc(&pointer, bytes == 0 ? 1 : bytes, cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError();
@@ -60,7 +73,10 @@ void* pinned_allocate(size_t bytes) {
   return pointer;
 }
 
-void pinned_release(void* pointer) { cudaFreeHost(pointer); }
+void pinned_release(void* pointer) {
+  cudaSetDevice(pinned_device);  // as pinned_allocate: no context on GPU 0 from a thread that frees
+  cudaFreeHost(pointer);
+}
 
 }  // namespace
 

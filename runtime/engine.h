@@ -28,15 +28,16 @@
 
 namespace train {
 
-// This rank's sums over the steps since the last take_totals().
+// This rank's sums over the steps between two requests for them (request_totals()).
 struct StepTotals {
   double loss = 0;     // sum over steps of (mean loss of the batch) x (images in it)
   double images = 0;
   double correct = 0;  // top-1 hits (training-mode logits)
   int64_t steps = 0;
   // Seconds this rank waited for the other ranks' gradients: after its backward pass, until the last bucket
-  // of the step was reduced (the CPU engine: its reducer's finish()). The per-rank timing lines and the
-  // straggler report (runtime/rank_timing.h) read it; a rank that waits long is waiting for a slower one.
+  // of the step was reduced (the CPU engine: its reducer's finish() on the host clock; the CUDA engine: the
+  // compute stream's wait, timed on the device). The per-rank timing lines and the straggler report
+  // (runtime/rank_timing.h) read it; a rank that waits long is waiting for a slower one.
   double reduction_wait_seconds = 0;
 };
 
@@ -78,7 +79,12 @@ class Engine {
   // ranks) while backward goes on, then the optimizer at `learning_rate`. When it returns the engine no
   // longer reads the batch's memory: the trainer may refill it.
   virtual void train_step(const data::Batch& batch, double learning_rate) = 0;
-  // The loss, images and hits of the steps since the last call (waits for those steps).
+  // Marks the end of a stretch of steps: their sums are taken later by take_totals(). On the GPU this
+  // enqueues their copy to the host behind the steps already queued (enqueues), so that asking for the
+  // figures of a log line never leaves the GPU idle. At most a few requests may be outstanding.
+  virtual void request_totals() = 0;
+  // The sums of the oldest stretch requested and not yet taken (waits for its steps); with none requested,
+  // requests one first: the sums of every step since the last request.
   virtual StepTotals take_totals() = 0;
 
   // ---- inference (waits) ---------------------------------------------------------------------------------

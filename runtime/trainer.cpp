@@ -63,9 +63,8 @@ int Trainer::run() {
   schedule_ = make_schedule(settings_, steps_per_epoch_, total_steps_);
   announce();
   open_reports();
-  last_log_ = clock::now();
-  start_ = last_log_;
-  steps_at_start_ = step_;
+  start_ = clock::now();
+  steps_at_start_ = interval_first_step_ = step_;
   return settings_.pipe ? run_pipe(*loader) : run_epochs(*loader);
 }
 
@@ -181,11 +180,12 @@ double Trainer::training_seconds() const {
   return std::chrono::duration<double>(clock::now() - start_).count() - paused_seconds_;
 }
 
-// The engine's totals since the last call, summed over the job, into this log interval's and this epoch's
-// figures (collective: every rank calls it at the same step).
-void Trainer::collect_totals() {
+// The engine's oldest requested totals (or, with none requested, those since the last request), summed over
+// the job, into this log interval's and this epoch's figures; this rank's reduction wait in those steps is
+// added to `*reduction_wait` when given (collective: every rank calls it at the same step).
+void Trainer::collect_totals(double* reduction_wait) {
   const StepTotals mine = engine_->take_totals();
-  interval_reduction_wait_ += mine.reduction_wait_seconds;
+  if (reduction_wait != nullptr) *reduction_wait += mine.reduction_wait_seconds;
   double sums[3] = {mine.loss, mine.images, mine.correct};
   const auto started = clock::now();
   bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
@@ -213,34 +213,60 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   return stop > 0;
 }
 
-// The job's loss, top-1 and images/s since the last line, and every rank's timing (collective: every rank
-// calls it at the same step).
+// A log line at this step: what the host measured now, and a request for the engine's totals, which are
+// taken with the previous line's, printed now (collective: every rank calls it at the same step). The
+// previous line's totals were requested an interval ago, before this step's work was queued: the GPU has
+// computed them and goes on with this step while they are read, where asking for this step's own would
+// leave it idle after every logged step.
 void Trainer::log_progress(int64_t epoch) {
-  collect_totals();
+  engine_->request_totals();
   const double trained = training_seconds();
-  const double interval_seconds = trained - interval_start_seconds_;
-  const double steps = static_cast<double>(std::max<int64_t>(1, interval_.steps));
-  const RankTimes mine{interval_seconds / steps, interval_data_wait_ / steps, interval_reduction_wait_ / steps};
-  const std::vector<RankTimes> times = gather_rank_times(mine, comm_, collective_timeout());
   const auto now = clock::now();
-  if (identity_.rank == 0) {
-    const double since_start = std::chrono::duration<double>(now - start_).count();
-    const double per_step = since_start / static_cast<double>(std::max<int64_t>(1, step_ - steps_at_start_));
-    interval_.seconds = interval_seconds;
-    write_line(1, fmt::format("step={} epoch={} loss={:.6f} train_top1={:.4f} lr={:.6g} images_per_sec={:.1f} eta={}",
-                              step_, epoch, interval_.mean_loss(), interval_.top1(), last_learning_rate_,
-                              interval_.images_per_second(),
-                              format_duration(per_step * static_cast<double>(total_steps_ - step_))));
-    report_interval(epoch, times);
-  }
-  interval_ = TrainingSums{};
+  const ProgressLine line{step_,
+                          epoch,
+                          step_ - interval_first_step_,
+                          last_learning_rate_,
+                          trained - interval_start_seconds_,
+                          interval_data_wait_,
+                          interval_reduction_wait_,
+                          std::chrono::duration<double>(now - start_).count()};
   interval_data_wait_ = interval_reduction_wait_ = 0;
   interval_start_seconds_ = trained;
-  last_log_ = now;
+  interval_first_step_ = step_;
+  flush_progress();
+  pending_line_ = line;
+}
+
+// The pending log line, if any: printed now (collective).
+void Trainer::flush_progress() {
+  if (!pending_line_) return;
+  const ProgressLine line = *pending_line_;
+  pending_line_.reset();
+  print_progress(line);
+}
+
+// The job's loss, top-1 and images/s of a line's interval, and every rank's timing (collective).
+void Trainer::print_progress(const ProgressLine& line) {
+  double reduction_wait = line.reduction_wait;
+  collect_totals(&reduction_wait);
+  const double steps = static_cast<double>(std::max<int64_t>(1, line.steps));
+  const RankTimes mine{line.seconds / steps, line.data_wait / steps, reduction_wait / steps};
+  const std::vector<RankTimes> times = gather_rank_times(mine, comm_, collective_timeout());
+  if (identity_.rank == 0) {
+    const double per_step = line.seconds_since_start / static_cast<double>(std::max<int64_t>(1, line.step - steps_at_start_));
+    interval_.seconds = line.seconds;
+    write_line(1, fmt::format("step={} epoch={} loss={:.6f} train_top1={:.4f} lr={:.6g} images_per_sec={:.1f} eta={}",
+                              line.step, line.epoch, interval_.mean_loss(), interval_.top1(), line.learning_rate,
+                              interval_.images_per_second(),
+                              format_duration(per_step * static_cast<double>(total_steps_ - line.step))));
+    report_interval(line, times);
+  }
+  interval_ = TrainingSums{};
 }
 
 // The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal).
 int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
+  flush_progress();
   save_checkpoint(next, "stop request");
   write_summary("stopped");
   if (identity_.rank == 0) {
@@ -262,7 +288,8 @@ int Trainer::finish_training() {
 // After the last step of `epoch` (or the last step of training, which may end an epoch part-way: then
 // `complete` is false and no end-of-epoch checkpoint is written).
 void Trainer::end_of_epoch(int64_t epoch, bool complete) {
-  collect_totals();
+  flush_progress();
+  collect_totals();  // the steps since the last log line
   epoch_.seconds = training_seconds() - epoch_start_seconds_;
   const auto paused_at = clock::now();  // the training clock stops for validation and checkpoints
   if (settings_.skip_corrupt) report_corrupt(epoch);

@@ -47,8 +47,18 @@ class Trainer {
   bool next_batch(data::BatchLoader& loader, data::Batch& batch);
   bool next_training_batch(data::BatchLoader& loader, data::Batch& batch);  // next_batch, its wait timed
   bool train_one_step(const data::Batch& batch, bool padding = false);
+  // A log line: what the host measured at its step; its loss and hits come from the engine later.
+  struct ProgressLine {
+    int64_t step = 0, epoch = 0, steps = 0;  // steps: since the previous line
+    double learning_rate = 0;
+    double seconds = 0;                      // the interval's training seconds
+    double data_wait = 0, reduction_wait = 0;  // this rank's, on the host clock
+    double seconds_since_start = 0;
+  };
   void log_progress(int64_t epoch);
-  void collect_totals();
+  void print_progress(const ProgressLine& line);
+  void flush_progress();
+  void collect_totals(double* reduction_wait = nullptr);
   double training_seconds() const;
   void end_of_epoch(int64_t epoch, bool complete = true);
   void report_corrupt(int64_t epoch);
@@ -58,7 +68,7 @@ class Trainer {
   void announce() const;
   // training_report.cpp: what rank 0 writes besides the log: metrics.json, TensorBoard events
   void open_reports();
-  void report_interval(int64_t epoch, const std::vector<RankTimes>& times);  // interval_ holds its seconds
+  void report_interval(const ProgressLine& line, const std::vector<RankTimes>& times);  // interval_: its sums
   void report_epoch(int64_t epoch, const std::optional<Validation>& validation, bool complete);
   void flush_tensorboard();
   void write_summary(const std::string& status);
@@ -85,10 +95,14 @@ class Trainer {
   int64_t epoch_corrupt_skipped_ = 0;  // this rank's replaced samples in the current epoch's batches
   LearningRateSchedule schedule_;
   double last_learning_rate_ = 0;
-  clock::time_point last_log_, start_;
+  clock::time_point start_;
   // Job-wide sums since the last log line and in this epoch; this rank's own waits since the last log line.
   TrainingSums interval_, epoch_;
   double interval_data_wait_ = 0, interval_reduction_wait_ = 0;
+  int64_t interval_first_step_ = 0;  // step_ at the start of this interval
+  // The last log line, printed at the next one (or when training pauses or ends): its totals were requested
+  // from the engine at its step and are taken an interval later, when the device has long computed them.
+  std::optional<ProgressLine> pending_line_;
   // The training clock: wall time since start_ less the time spent at epoch ends (validation, checkpoints).
   double paused_seconds_ = 0, interval_start_seconds_ = 0, epoch_start_seconds_ = 0;
   std::vector<std::string> rank_hosts_;  // rank 0: every rank's host

@@ -32,11 +32,12 @@ void Trainer::open_reports() {
 }
 
 // Rank 0, at a log line: the timing line, straggler warnings, and the interval's scalars.
-void Trainer::report_interval(int64_t epoch, const std::vector<RankTimes>& times) {
-  write_line(1, format_timing_line(step_, times, rank_hosts_));
+void Trainer::report_interval(const ProgressLine& line, const std::vector<RankTimes>& times) {
+  const int64_t step = line.step;
+  write_line(1, format_timing_line(step, times, rank_hosts_));
   // The interval holding the first step also holds the start-up (first touches, lazy allocations): no
   // rank is judged by it.
-  const bool first_interval = step_ - interval_.steps <= steps_at_start_;
+  const bool first_interval = step - line.steps <= steps_at_start_;
   if (!first_interval) {
     for (const auto& warning : stragglers_->observe(times, rank_hosts_)) write_line(2, warning);
   }
@@ -46,13 +47,13 @@ void Trainer::report_interval(int64_t epoch, const std::vector<RankTimes>& times
     slowest_step = std::max(slowest_step, t.step);
     slowest_data_wait = std::max(slowest_data_wait, t.data_wait);
   }
-  tensorboard_->scalar("train/loss", step_, interval_.mean_loss());
-  tensorboard_->scalar("train/top1", step_, interval_.top1());
-  tensorboard_->scalar("train/learning_rate", step_, last_learning_rate_);
-  tensorboard_->scalar("train/images_per_sec", step_, interval_.images_per_second());
-  tensorboard_->scalar("train/epoch", step_, static_cast<double>(epoch));
-  tensorboard_->scalar("time/step_seconds", step_, slowest_step);       // the slowest rank's: the job's pace
-  tensorboard_->scalar("time/data_wait_seconds", step_, slowest_data_wait);
+  tensorboard_->scalar("train/loss", step, interval_.mean_loss());
+  tensorboard_->scalar("train/top1", step, interval_.top1());
+  tensorboard_->scalar("train/learning_rate", step, line.learning_rate);
+  tensorboard_->scalar("train/images_per_sec", step, interval_.images_per_second());
+  tensorboard_->scalar("train/epoch", step, static_cast<double>(line.epoch));
+  tensorboard_->scalar("time/step_seconds", step, slowest_step);       // the slowest rank's: the job's pace
+  tensorboard_->scalar("time/data_wait_seconds", step, slowest_data_wait);
   flush_tensorboard();
 }
 

@@ -19,6 +19,8 @@ Context::Context(cudaStream_t stream) : stream_(stream) {
   TRAIN_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   TRAIN_CUBLAS_CHECK(cublasSetAtomicsMode(cublas_, CUBLAS_ATOMICS_NOT_ALLOWED));
   TRAIN_CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+  TRAIN_CUDA_CHECK(cudaMalloc(&cublas_workspace_, cublas_workspace_bytes));
+  TRAIN_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes));
 }
 
 Context::~Context() {
@@ -27,6 +29,7 @@ Context::~Context() {
   if (workspace_ != nullptr) cudaFreeAsync(workspace_, stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
+  if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);  // waits for the device: nothing uses it any more
 }
 
 void* Context::workspace(std::size_t bytes) {
@@ -43,6 +46,20 @@ void* Context::workspace(std::size_t bytes) {
   TRAIN_CUDA_CHECK(cudaMallocAsync(&workspace_, grown, stream_));
   workspace_bytes_ = grown;
   return workspace_;
+}
+
+void Context::reserve_workspace(std::size_t bytes) {
+  if (bytes <= workspace_bytes_ && workspace_ != nullptr) return;
+  if (workspace_ != nullptr) {
+    TRAIN_CUDA_CHECK(cudaFreeAsync(workspace_, stream_));
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+  }
+  const std::size_t reserved = bytes < 256 ? 256 : bytes;
+  TRAIN_CUDA_CHECK(cudaMallocAsync(&workspace_, reserved, stream_));
+  workspace_bytes_ = reserved;
+  // An asynchronous allocation may report running out of memory only when the stream reaches it.
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 float read_device_scalar(Context& context, const float* device_value) {

@@ -4,6 +4,11 @@
 // plans (descriptors and chosen algorithms) cached per shape.
 //
 // One Context per stream. Ops never synchronise the host: they only enqueue work on stream().
+//
+// Memory is taken up front where it can be: cuBLAS gets a workspace of its own at construction (else it
+// allocates one lazily, inside the first product), and a model reserves the largest convolution workspace
+// its shapes need (reserve_workspace) before it trains, so that running out of device memory is found when
+// the model is made, not in its first step.
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
@@ -40,6 +45,14 @@ class Context {
   // already enqueued keeps it until done, and nothing waits on the host.
   void* workspace(std::size_t bytes);
   std::size_t workspace_bytes() const { return workspace_bytes_; }
+  // Grows the workspace to at least `bytes` now (synchronously allocated: throws DeviceOutOfMemory when the
+  // device has no room), so that later workspace(bytes) calls allocate nothing.
+  void reserve_workspace(std::size_t bytes);
+  // Device memory the Context holds: the convolution and cuBLAS workspaces.
+  std::size_t device_bytes() const { return workspace_bytes_ + cublas_workspace_bytes; }
+
+  // cuBLAS's workspace: NVIDIA recommends 32 MiB on Hopper (the cuBLAS documentation, cublasSetWorkspace).
+  static constexpr std::size_t cublas_workspace_bytes = std::size_t{32} << 20;
 
   // Cached per shape; created by conv2d.cu on first use (host-side heuristics, no GPU work).
   std::map<ConvPlanKey, std::unique_ptr<ConvPlan>>& conv_plans() { return conv_plans_; }
@@ -50,6 +63,7 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  void* cublas_workspace_ = nullptr;
   std::map<ConvPlanKey, std::unique_ptr<ConvPlan>> conv_plans_;
 };
 

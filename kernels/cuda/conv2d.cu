@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -204,7 +205,15 @@ void conv2d_backward_weight(Context& context, const Conv2dShape& s, const T* x, 
       plan.backward_filter.workspace_bytes, &beta, plan.w, dw));
 }
 
+template <typename T>
+std::size_t conv2d_workspace_bytes(Context& context, const Conv2dShape& s) {
+  const ConvPlan& plan = plan_for<T>(context, s);
+  return std::max({plan.forward.workspace_bytes, plan.backward_data.workspace_bytes,
+                   plan.backward_filter.workspace_bytes});
+}
+
 #define TRAIN_INSTANTIATE(T)                                                                     \
+  template std::size_t conv2d_workspace_bytes<T>(Context&, const Conv2dShape&);                 \
   template void conv2d_forward<T>(Context&, const Conv2dShape&, const T*, const T*, T*);        \
   template void conv2d_backward_input<T>(Context&, const Conv2dShape&, const T*, const T*, T*); \
   template void conv2d_backward_weight<T>(Context&, const Conv2dShape&, const T*, const T*, T*);

@@ -10,6 +10,11 @@
 //
 // Kernel launches are asynchronous: TRAIN_CUDA_CHECK_LAUNCH catches bad launch configurations at once;
 // faults inside a kernel show up at the next synchronising call, which is checked too.
+//
+// The device running out of memory (cudaErrorMemoryAllocation, cuDNN's and cuBLAS's ALLOC_FAILED) throws
+// DeviceOutOfMemory, so that the engine can say "the batch does not fit" instead of "internal error".
+
+#include "kernels/cuda/device_out_of_memory.h"
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
@@ -21,26 +26,32 @@
 namespace train::ops::cuda::detail {
 
 [[noreturn]] inline void throw_call_error(const char* library, const char* call, const char* file, int line,
-                                          const std::string& what) {
-  throw std::runtime_error(std::string(library) + " call failed: " + call + " at " + file + ":" +
-                           std::to_string(line) + ": " + what);
+                                          const std::string& what, bool out_of_memory) {
+  const std::string message =
+      std::string(library) + " call failed: " + call + " at " + file + ":" + std::to_string(line) + ": " + what;
+  if (out_of_memory) throw DeviceOutOfMemory(message);
+  throw std::runtime_error(message);
 }
 
 inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
   if (status != cudaSuccess) {
     throw_call_error("CUDA", call, file, line,
-                     std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")");
+                     std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")",
+                     status == cudaErrorMemoryAllocation);
   }
 }
 
 inline void check_cudnn(cudnnStatus_t status, const char* call, const char* file, int line) {
-  if (status != CUDNN_STATUS_SUCCESS) throw_call_error("cuDNN", call, file, line, cudnnGetErrorString(status));
+  if (status != CUDNN_STATUS_SUCCESS) {
+    throw_call_error("cuDNN", call, file, line, cudnnGetErrorString(status), status == CUDNN_STATUS_ALLOC_FAILED);
+  }
 }
 
 inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status != CUBLAS_STATUS_SUCCESS) {
     throw_call_error("cuBLAS", call, file, line,
-                     std::string(cublasGetStatusName(status)) + " (" + cublasGetStatusString(status) + ")");
+                     std::string(cublasGetStatusName(status)) + " (" + cublasGetStatusString(status) + ")",
+                     status == CUBLAS_STATUS_ALLOC_FAILED);
   }
 }
 

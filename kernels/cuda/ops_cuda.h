@@ -49,6 +49,10 @@ template <typename T>
 void conv2d_backward_input(Context& context, const Conv2dShape& s, const T* dy, const T* w, T* dx);
 template <typename T>
 void conv2d_backward_weight(Context& context, const Conv2dShape& s, const T* x, const T* dy, T* dw);
+// The largest workspace the three directions of this shape's convolution take, choosing their algorithms
+// now (host-side heuristics, cached in the Context as the ops would): what Context::reserve_workspace needs.
+template <typename T>
+std::size_t conv2d_workspace_bytes(Context& context, const Conv2dShape& s);
 
 // ---------------------------------------------------------------------------------------------------
 // Batch normalisation (kernels/cuda/batch_norm.cu): rows x channels NHWC, fp32 parameters/statistics.
@@ -114,11 +118,12 @@ void softmax_cross_entropy(Context& context, int n, int classes, const T* logits
 
 // ---------------------------------------------------------------------------------------------------
 // Optimizer (kernels/cuda/optimizer.cu): SGD with momentum / Nesterov / LARS over all tensors at once,
-// the arithmetic of train::ops::sgd_step in fp32 on fp32 master weights. G is the gradient type (T).
+// the arithmetic of train::ops::sgd_step in fp32 on fp32 master weights and fp32 gradients (the reduced
+// average over ranks). G is the type of the weights' copy the passes read (T).
 template <typename G>
 struct SgdTensor {
   float* param = nullptr;            // fp32 master weights, updated in place
-  const G* grad = nullptr;
+  const float* grad = nullptr;       // fp32
   float* momentum_buffer = nullptr;  // fp32, zero before the first step; may be null when momentum == 0
   G* param_copy = nullptr;           // receives the updated weights in G (the bf16 model); null: none
   std::int64_t count = 0;

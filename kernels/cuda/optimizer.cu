@@ -1,6 +1,6 @@
 // kernels/cuda/optimizer.cu: the optimizer step over all parameter tensors at once: SGD with momentum
-// (Nesterov optional), per-tensor weight decay, LARS trust ratios; fp32 master weights and momentum,
-// optionally writing a bf16 (or fp32) copy of the updated weights.
+// (Nesterov optional), per-tensor weight decay, LARS trust ratios; fp32 master weights, gradients and
+// momentum, optionally writing a bf16 (or fp32) copy of the updated weights.
 //
 // Multi-tensor: the table holds, in device memory, one descriptor per tensor and a list of chunks
 // (plan::kOptimizerChunk elements of one tensor each). One block per chunk, so every launch covers all
@@ -26,7 +26,6 @@ namespace train::ops::cuda {
 namespace {
 
 using device::from_float;
-using device::to_float;
 using plan::kOptimizerChunk;
 using plan::kOptimizerThreads;
 using plan::OptimizerChunk;
@@ -34,7 +33,7 @@ using plan::OptimizerChunk;
 template <typename G>
 struct DeviceSgdTensor {
   float* param;
-  const G* grad;
+  const float* grad;
   float* momentum_buffer;
   G* param_copy;
   std::int64_t count;
@@ -54,7 +53,7 @@ __global__ void __launch_bounds__(kOptimizerThreads)
     const std::int64_t end = min(t.count, chunk.begin + kOptimizerChunk);
     for (std::int64_t e = chunk.begin + threadIdx.x; e < end; e += kOptimizerThreads) {
       const double p = t.param[e];
-      const double g = to_float(t.grad[e]);
+      const double g = t.grad[e];
       param_squares += p * p;
       grad_squares += g * g;
     }
@@ -102,7 +101,7 @@ __global__ void __launch_bounds__(kOptimizerThreads)
   const std::int64_t end = min(t.count, chunk.begin + kOptimizerChunk);
   for (std::int64_t e = chunk.begin + threadIdx.x; e < end; e += kOptimizerThreads) {
     float p = t.param[e];
-    float g = to_float(t.grad[e]);
+    float g = t.grad[e];
     if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, p));
     if (scaled) g = __fmul_rn(g, ratio);
     if (momentum != 0.0f) {

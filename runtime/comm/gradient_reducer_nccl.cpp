@@ -21,15 +21,21 @@ size_t bytes_of(ncclDataType_t type) {
 
 NcclGradientReducer::NcclGradientReducer(const NcclCommunicator& comm, BucketPlan plan, void* gradients,
                                          ncclDataType_t type, cudaStream_t compute, std::chrono::milliseconds timeout,
-                                         ncclRedOp_t op)
+                                         ncclRedOp_t op, Prepare prepare)
     : comm_(comm),
       plan_(std::move(plan)),
       gradients_(static_cast<char*>(gradients)),
       element_bytes_(bytes_of(type)),
       type_(type),
       op_(op),
+      prepare_(std::move(prepare)),
       compute_(compute),
       timeout_(timeout) {
+  if (element_bytes_ != plan_.element_bytes) {
+    throw GpuError(fmt::format("NCCL gradient reducer: the buckets were sized for {}-byte elements, the buffer holds "
+                               "{}-byte ones",
+                               plan_.element_bytes, element_bytes_));
+  }
   // Its own stream, so reductions overlap the compute stream's backward; a higher priority lets the
   // small, latency-bound collectives start as soon as their bucket is ready.
   int least = 0, greatest = 0;
@@ -61,6 +67,7 @@ void NcclGradientReducer::tensor_ready(int tensor) {
 
 void NcclGradientReducer::start_bucket(size_t bucket) {
   const auto& b = plan_.buckets[bucket];
+  if (prepare_) prepare_(b.begin, b.end);
   TRAIN_CUDA_CHECK(cudaEventRecord(ready_[bucket], compute_));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_[bucket], 0));
   char* data = gradients_ + b.begin * element_bytes_;

@@ -1,9 +1,10 @@
 // Summing gradient buckets across ranks with NCCL (runtime/comm/gradient_buckets.h), the GPU twin of MpiGradientReducer:
 // the same bucket plan over one flat device buffer of gradients. When backward has written a bucket's
-// last gradient, an event recorded on the compute stream lets the communication stream start that
-// bucket's ncclAllReduce (averaging over ranks) while backward goes on with the next layers; finish()
-// makes the compute stream wait for the last reduction, so the optimizer that follows on the compute
-// stream sees averaged gradients. Nothing here waits on the host inside a step.
+// last gradient, the bucket's preparation (the caller's: widening bf16 gradients into the fp32 buffer)
+// is enqueued on the compute stream, then an event recorded there lets the communication stream start
+// that bucket's ncclAllReduce (averaging over ranks) while backward goes on with the next layers;
+// finish() makes the compute stream wait for the last reduction, so the optimizer that follows on the
+// compute stream sees averaged gradients. Nothing here waits on the host inside a step.
 #pragma once
 
 #include "runtime/comm/gradient_buckets.h"
@@ -13,17 +14,22 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <functional>
 #include <vector>
 
 namespace train::gpu {
 
 class NcclGradientReducer {
  public:
+  // Prepares a bucket's elements [begin, end) for its reduction, enqueued on the compute stream.
+  using Prepare = std::function<void(size_t begin, size_t end)>;
   // `gradients`: the flat device buffer of plan.total_elements elements of `type` (ncclFloat32 or
-  // ncclBfloat16). `op` ncclAvg averages in the reduction (use ncclSum when the loss gradient is already
-  // divided by the number of ranks). `timeout` bounds the host's waits for a non-blocking communicator.
+  // ncclBfloat16; its element size must be plan.element_bytes). `op` ncclAvg averages in the reduction
+  // (use ncclSum when the loss gradient is already divided by the number of ranks). `timeout` bounds the
+  // host's waits for a non-blocking communicator. `prepare`, when given, runs as each bucket completes.
   NcclGradientReducer(const NcclCommunicator& comm, BucketPlan plan, void* gradients, ncclDataType_t type,
-                      cudaStream_t compute, std::chrono::milliseconds timeout, ncclRedOp_t op = ncclAvg);
+                      cudaStream_t compute, std::chrono::milliseconds timeout, ncclRedOp_t op = ncclAvg,
+                      Prepare prepare = {});
   ~NcclGradientReducer();
   NcclGradientReducer(const NcclGradientReducer&) = delete;
   NcclGradientReducer& operator=(const NcclGradientReducer&) = delete;
@@ -48,6 +54,7 @@ class NcclGradientReducer {
   size_t element_bytes_;
   ncclDataType_t type_;
   ncclRedOp_t op_;
+  Prepare prepare_;
   cudaStream_t compute_;
   cudaStream_t comm_stream_ = nullptr;
   std::chrono::milliseconds timeout_;

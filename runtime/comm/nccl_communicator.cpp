@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <exception>
 #include <thread>
 
 namespace train::gpu {
@@ -24,7 +25,25 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::chrono::milliseconds time
   wait_ready(timeout, "joining the NCCL communicator (every rank must join)");
 }
 
+namespace {
+
+// Marks the communicator broken when a wait leaves by an exception (a failure or the bound run out).
+class BrokenOnThrow {
+ public:
+  explicit BrokenOnThrow(bool& broken) : broken_(broken) {}
+  ~BrokenOnThrow() {
+    if (std::uncaught_exceptions() > exceptions_) broken_ = true;
+  }
+
+ private:
+  bool& broken_;
+  int exceptions_ = std::uncaught_exceptions();
+};
+
+}  // namespace
+
 void NcclCommunicator::wait_ready(std::chrono::milliseconds timeout, const char* what) const {
+  const BrokenOnThrow marker(broken_);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     ncclResult_t state = ncclSuccess;
@@ -32,14 +51,16 @@ void NcclCommunicator::wait_ready(std::chrono::milliseconds timeout, const char*
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) throw_nccl_error(state, what, __FILE__, __LINE__);
     if (std::chrono::steady_clock::now() > deadline) {
-      throw GpuError(fmt::format("rank {}: {} did not complete within {} s: another rank is stuck or gone", rank_,
-                                 what, timeout.count() / 1000));
+      throw CollectiveTimeout(fmt::format(
+          "rank {}: {} did not complete within {} s (TRAIN_STEP_TIMEOUT_SECONDS): another rank is stuck or gone",
+          rank_, what, timeout.count() / 1000));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
 void NcclCommunicator::wait_for_event(cudaEvent_t event, std::chrono::milliseconds timeout, const char* what) const {
+  const BrokenOnThrow marker(broken_);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     const cudaError_t state = cudaEventQuery(event);
@@ -65,9 +86,10 @@ void NcclCommunicator::abort() {
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
-  // Finalising flushes pending work and needs every peer; a communicator in error, or whose peers do not
-  // finish within the bound, is aborted instead (which frees it without waiting for anyone).
-  bool clean = ncclCommFinalize(comm_) != ncclSystemError;
+  // Finalising flushes pending work and needs every peer; a communicator in error (a wait already failed
+  // or ran out), or whose peers do not finish within the bound, is aborted instead (which frees it without
+  // waiting for anyone).
+  bool clean = !broken_ && ncclCommFinalize(comm_) != ncclSystemError;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (clean) {
     ncclResult_t state = ncclSuccess;

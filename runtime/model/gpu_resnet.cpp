@@ -75,6 +75,11 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
     bn_gradient_scratch_ = static_cast<float*>(allocate(sizeof(float) * 2 * static_cast<size_t>(p.max_bn_channels)));
   }
   gradients_ = static_cast<T*>(allocate(sizeof(T) * this->buckets_.total_elements));
+  if constexpr (std::is_same_v<T, float>) {
+    reduced_ = gradients_;
+  } else {
+    reduced_ = static_cast<float*>(allocate(sizeof(float) * this->buckets_.total_elements));
+  }
   momentum_ = static_cast<float*>(allocate(sizeof(float) * parameters));
   buffers_ = static_cast<float*>(allocate(sizeof(float) * p.float_buffer_elements));
   loss_ = static_cast<float*>(allocate(sizeof(float)));
@@ -114,7 +119,11 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
   if (static_cast<void*>(weights_) != static_cast<void*>(master_)) {
     TRAIN_CUDA_CHECK(cudaMemsetAsync(weights_, 0, sizeof(T) * parameters, stream));
   }
+  // The padding between tensors is reduced with them: it must be (and stays) zero.
   TRAIN_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, sizeof(T) * this->buckets_.total_elements, stream));
+  if (static_cast<void*>(reduced_) != static_cast<void*>(gradients_)) {
+    TRAIN_CUDA_CHECK(cudaMemsetAsync(reduced_, 0, sizeof(float) * this->buckets_.total_elements, stream));
+  }
   TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameters, stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(loss_, 0, sizeof(float), stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(correct_, 0, sizeof(std::int32_t), stream));
@@ -135,7 +144,7 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
   for (const auto& parameter : this->parameters_) {
     cuda::SgdTensor<T> tensor;
     tensor.param = master_ + parameter.offset;
-    tensor.grad = gradients_ + parameter.gradient_offset;
+    tensor.grad = reduced_ + parameter.gradient_offset;
     tensor.momentum_buffer = momentum_ + parameter.offset;
     tensor.param_copy = std::is_same_v<T, float> ? nullptr : weights_ + parameter.offset;
     tensor.count = parameter.count;
@@ -143,6 +152,14 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
     tensors.push_back(tensor);
   }
   sgd_table_ = std::make_unique<cuda::SgdTensorTable<T>>(context_, std::span<const cuda::SgdTensor<T>>(tensors));
+
+  // The convolutions' algorithms chosen now and their largest workspace taken now: a step then allocates
+  // nothing, and a batch that does not fit is found here, not in the first step.
+  size_t workspace = 0;
+  for (const auto& shape : this->conv_shapes_at_max_batch()) {
+    workspace = std::max(workspace, cuda::conv2d_workspace_bytes<T>(context_, shape));
+  }
+  context_.reserve_workspace(workspace);
 }
 
 template <typename T>
@@ -207,6 +224,18 @@ std::vector<float> GpuResNet<T>::download_gradients() const {
     for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_float(bits[i]);
   }
   return values;
+}
+
+template <typename T>
+std::vector<float> GpuResNet<T>::download_reduced_gradients() const {
+  return download_floats(reduced_, this->buckets_.total_elements);
+}
+
+template <typename T>
+void GpuResNet<T>::widen_gradients(size_t begin, size_t end) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (end > begin) cuda::cast<T, float>(context_, static_cast<std::int64_t>(end - begin), gradients_ + begin, reduced_ + begin);
+  }
 }
 
 template <typename T>
@@ -427,11 +456,9 @@ typename GpuResNet<T>::StepResult GpuResNet<T>::read_step_result() {
 }
 
 template <typename T>
-typename GpuResNet<T>::Totals GpuResNet<T>::take_totals() {
-  double sums[3];
-  copy_to_host(sums, totals_, sizeof sums);
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof sums, context_.stream()));
-  return Totals{sums[0], sums[1], sums[2]};
+void GpuResNet<T>::copy_totals_async(double* host) {
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host, totals_, sizeof(double) * 3, cudaMemcpyDeviceToHost, context_.stream()));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof(double) * 3, context_.stream()));
 }
 
 template <typename T>

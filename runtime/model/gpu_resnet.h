@@ -9,8 +9,11 @@
 //     update; batch-norm gamma/beta are used in fp32 directly (the ops take them so). With T = float the
 //     master weights are the weights (one copy).
 //   - the gradients live in ONE flat device buffer of T laid out by the bucket plan the model is given,
-//     exactly as the CPU model's, so a NcclGradientReducer over gradients() reduces the same buckets as the
-//     CPU's MPI reducer.
+//     exactly as the CPU model's (backward writes them there). What is reduced across ranks and what the
+//     optimizer reads is an fp32 buffer of the same layout, reduced_gradients(): with T = bf16 each
+//     bucket's range is widened into it (widen_gradients) before its reduction, so that the average over
+//     ranks is computed in fp32 (as the CPU engine's) and not rounded to bf16 at every hop; with
+//     T = float it is the same buffer.
 //   - BN running statistics, saved batch statistics and momentum buffers are fp32; num_batches_tracked is
 //     a host counter (it only ever counts training forwards).
 //   - host-side layouts are the plan's (HostModelState): parameters concatenated in forward order (conv
@@ -24,15 +27,17 @@
 // synchronise the stream (setup time, checkpoints and checks only).
 //
 // Averaging: the model never averages over ranks. train_step multiplies the loss gradient by
-// `gradient_scale`, like CpuResNet. Use gradient_scale = 1 with NcclGradientReducer's default ncclAvg
-// (the CUDA engine's convention: NCCL pre-multiplies by 1/ranks and sums), or gradient_scale = 1/ranks
-// with ncclSum (the CPU engine's convention). Never 1/ranks together with ncclAvg.
+// `gradient_scale`, like CpuResNet. Use gradient_scale = 1 with NcclGradientReducer's default ncclAvg on
+// the fp32 buffer (the CUDA engine's convention: NCCL pre-multiplies by an fp32 1/ranks and sums in fp32),
+// or gradient_scale = 1/ranks with ncclSum (the CPU engine's convention). Never 1/ranks with ncclAvg.
 //
 // Memory (ResNet-50, 224x224, bf16, measured on an H100 at batch 256: 27.5 GiB): stored activations,
 // activation gradients, pooling indices and scratch; parameters, gradients, momentum and the bf16 copy add
-// ~0.3 GB, cuDNN workspaces up to 1 GiB. device_bytes() reports what a model actually allocated.
+// ~0.4 GB, cuDNN workspaces up to 1 GiB (reserved by the constructor in the context's workspace, for the
+// convolutions at the largest batch). device_bytes() reports what a model actually allocated.
 #pragma once
 
+#include "kernels/cuda/device_out_of_memory.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_buckets.h"
 #include "runtime/model/model_state.h"
@@ -48,11 +53,8 @@
 
 namespace train::gpu {
 
-// The GPU has too little memory for what was asked (the model at its largest batch).
-class DeviceOutOfMemory : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// The GPU has too little memory for what was asked (the model at its largest batch, a workspace).
+using DeviceOutOfMemory = ops::cuda::DeviceOutOfMemory;
 
 namespace detail {
 struct DeviceFree {
@@ -71,8 +73,9 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
 
  public:
   // Activations are sized for plan.max_batch images; `buckets` lays out the gradients. Allocates all
-  // device memory, zeroes the momentum buffers and the parameters (call upload_state or
-  // upload_parameters before training) and uploads the optimizer's tensor table: synchronises.
+  // device memory (the context's convolution workspace included), zeroes the momentum buffers and the
+  // parameters (call upload_state or upload_parameters before training) and uploads the optimizer's
+  // tensor table: synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
   GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context& context);
   ~GpuResNet();
   GpuResNet(const GpuResNet&) = delete;
@@ -88,8 +91,10 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   // All parameters in the plan's layout (forward order, conv OHWI).
   void upload_parameters(const std::vector<float>& values);
   std::vector<float> download_parameters() const;  // the fp32 master weights
-  // The flat gradient buffer (bucket layout), converted to float.
+  // The flat gradient buffer (bucket layout) as backward wrote it, converted to float.
   std::vector<float> download_gradients() const;
+  // The fp32 buffer the optimizer reads (after widen_gradients and a reduction).
+  std::vector<float> download_reduced_gradients() const;
   // Momentum buffers in the parameters' layout (for checkpoints).
   std::vector<float> download_momentum() const;
   void upload_momentum(const std::vector<float>& values);
@@ -118,12 +123,13 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
                               const std::function<void()>& between_layers = {});
   // Waits for the compute stream and reads the last step's loss and hits.
   StepResult read_step_result();
-  // The sums of every train_step since the last call, kept on the device: {loss x images, images, hits}.
-  // Waits for the compute stream (callers that must not wait without a bound wait for it first).
-  struct Totals {
-    double loss = 0, images = 0, correct = 0;
-  };
-  Totals take_totals();
+  // Enqueues the widening of gradient elements [begin, end) (bucket layout) into reduced_gradients():
+  // after backward has written them, before they are reduced. Nothing to do for T = float.
+  void widen_gradients(size_t begin, size_t end);
+  // The sums of every train_step since the last copy, kept on the device: {loss x images, images, hits}.
+  // Enqueues their copy into `host` (pinned memory: read it once work recorded after this call has run,
+  // e.g. an event) and their reset; never waits.
+  void copy_totals_async(double* host);
   // Forward in inference mode (running statistics) into device logits [batch][classes] in T.
   void infer(const T* images, int batch, T* logits);
   // One optimizer step over every parameter (ops::cuda::sgd_step, multi-tensor): fp32 master weights and
@@ -134,6 +140,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   // ---- device pointers ----------------------------------------------------------------------------------
   size_t parameter_elements() const { return this->plan_.parameter_elements; }
   T* gradients() { return gradients_; }  // bucket_plan().total_elements values of T
+  float* reduced_gradients() { return reduced_; }  // the same layout in fp32 (== gradients() for T = float)
   T* gradient_data(int p) { return gradients_ + this->gradient_offset(p); }
   float* master_data(int p) { return master_ + this->plan_.parameters[static_cast<size_t>(p)].offset; }
   // The T weights the passes read (== master_data for T = float; BN parameters: see master_data).
@@ -175,12 +182,13 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   float* master_ = nullptr;     // fp32 parameters [parameter_elements]
   T* weights_ = nullptr;        // T parameters (== master_ for T = float)
   T* gradients_ = nullptr;      // [bucket_plan().total_elements]
+  float* reduced_ = nullptr;    // [bucket_plan().total_elements]; == gradients_ for T = float
   float* momentum_ = nullptr;   // [parameter_elements]
   float* buffers_ = nullptr;    // running_mean / running_var
   float* bn_gradient_scratch_ = nullptr;  // bf16 only: dgamma, dbeta in fp32 before the cast
   float* loss_ = nullptr;
   std::int32_t* correct_ = nullptr;
-  double* totals_ = nullptr;  // accumulate_totals' sums since take_totals()
+  double* totals_ = nullptr;  // accumulate_totals' sums since copy_totals_async()
   struct LayerStorage {
     float* save_mean = nullptr;  // BN
     float* save_invstd = nullptr;

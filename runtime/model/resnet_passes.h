@@ -80,6 +80,14 @@ class ResNetPasses {
 
   size_t gradient_offset(int p) const { return parameters_[static_cast<size_t>(p)].gradient_offset; }
   const T* logits() const { return activation_.back(); }
+  // Every convolution's shape at the largest batch (what a model reserves workspace for).
+  std::vector<ops::Conv2dShape> conv_shapes_at_max_batch() const {
+    std::vector<ops::Conv2dShape> shapes;
+    for (const auto& layer : plan_.spec.layers) {
+      if (layer.kind == LayerKind::conv) shapes.push_back(conv_shape(layer, plan_.max_shapes[static_cast<size_t>(layer.input)]));
+    }
+    return shapes;
+  }
 
   void forward(const T* images, int batch, bool training);
   // Starts a backward pass: returns where the loss's gradient (the logits' gradient) goes.
@@ -96,6 +104,10 @@ class ResNetPasses {
 
  private:
   Model& model() { return static_cast<Model&>(*this); }
+  static ops::Conv2dShape conv_shape(const LayerSpec& layer, const ActivationShape& in) {
+    return ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
+                                    layer.padding);
+  }
   void set_batch(int batch);
   T* relu_output(const LayerPlan& fused) {
     return activation_[static_cast<size_t>(plan_.spec.layers[static_cast<size_t>(fused.relu_layer)].output)];
@@ -140,9 +152,7 @@ void ResNetPasses<Model, T>::forward(const T* images, int batch, bool training) 
     T* y = activation_[static_cast<size_t>(layer.output)];
     switch (layer.kind) {
       case LayerKind::conv:
-        model().conv_forward(entry, ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
-                                                             layer.stride, layer.padding),
-                             x, y);
+        model().conv_forward(entry, conv_shape(layer, in), x, y);
         break;
       case LayerKind::batch_norm:
         if (!training) {
@@ -205,8 +215,7 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
     const T* dy = gradient_buffer_[static_cast<size_t>(route.dy)];
     switch (layer.kind) {
       case LayerKind::conv: {
-        auto shape = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
-                                              layer.padding);
+        const auto shape = conv_shape(layer, in);
         model().conv_backward_weight(entry, shape, x, dy);
         gradient_done(entry.weight);
         if (route.dx.buffer >= 0) {  // the images need none

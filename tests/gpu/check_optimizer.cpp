@@ -1,7 +1,7 @@
 // tests/gpu/check_optimizer.cpp: the multi-tensor optimizer step over ResNet-50's 161 parameter tensors
 // (25,557,032 values in one flat buffer, as the runtime keeps them) against the CPU reference: SGD with
-// momentum, Nesterov, LARS, plain SGD without momentum buffers; fp32 and bf16 gradients (the bf16 run
-// also checks the bf16 weight copy). Plus run-to-run bit-identity of a LARS step.
+// momentum, Nesterov, LARS, plain SGD without momentum buffers; fp32 gradients (the reduced average, as the
+// engines hand them over) with an fp32 or a bf16 weight copy (the bf16 run checks the copy too). Plus run-to-run bit-identity of a LARS step.
 
 #include "kernels/ops.h"
 #include "tests/gpu/gpu_check_support.h"
@@ -81,7 +81,8 @@ void check_step(Checks& c, const std::string& name, const ops::SgdOptions& optio
 
   // GPU: flat buffers, tensors pointing into them.
   DeviceBuffer<float> d_param(tn, param0), d_momentum(tn, momentum0);
-  DeviceBuffer<G> d_grad(tn, grad), d_copy(tn);
+  DeviceBuffer<float> d_grad(tn, grad);
+  DeviceBuffer<G> d_copy(tn);
   std::vector<ops::cuda::SgdTensor<G>> gpu_tensors;
   offset = 0;
   for (const auto& p : params) {

@@ -1,11 +1,19 @@
-// The NCCL gradient reducer on real GPUs: run under mpirun with one rank per GPU (one rank on a one-GPU
-// machine still exercises the streams, events and buckets). Every rank fills a flat buffer shaped like
-// ResNet-50's gradients with values that depend on its rank, reports the tensors ready in backward's
-// order on the compute stream, and after finish() the buffer must hold the average over ranks on every
-// rank, bit-identical across ranks, for fp32 and bf16 buffers and for several bucket thresholds.
+// The NCCL gradient reducer on real GPUs, as the CUDA engine uses it: every rank holds a gradient buffer
+// shaped like ResNet-50's (aligned tensors, the engine's bucket plan) with values that depend on its rank,
+// reports the tensors ready in backward's order on the compute stream, and after finish() the fp32 buffer
+// must hold the fp32 mean over ranks (to within fp32 rounding of NCCL's fp32 1/n pre-multiplication; exactly
+// when the number of ranks is a power of two), bit-identical on every rank, for several bucket thresholds:
+//   fp32            the fp32 mode: backward writes the fp32 buffer that is reduced;
+//   bf16 widened    training: backward writes bf16, each bucket is widened to fp32 just before its
+//                   reduction (the reducer's prepare hook, as runtime/cuda_engine.cpp sets it).
 //
-//   mpirun -np <GPUs> gpu_nccl_check
-// Exit 0 when every case passes, 1 on a miss, 2 when no GPU is visible.
+//   mpirun -np <ranks> gpu_nccl_check
+// Ranks go to GPUs round-robin. Where a host has fewer GPUs than ranks (a check on a one-GPU machine), each
+// rank gets an NCCL_HOSTID of its own before NCCL starts, so that NCCL takes it for a host of its own (NCCL
+// refuses two ranks on one GPU of one host) and its traffic goes over the socket transport, the path of
+// multi-host jobs without EFA. Exit 0 when every case passes, 1 on a miss, 2 when no GPU is visible.
+#include "kernels/cuda/ops_cuda.h"
+#include "runtime/comm/gradient_buckets.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/comm/nccl_check.h"
@@ -15,9 +23,12 @@
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -26,74 +37,121 @@ using namespace train::gpu;
 
 namespace {
 
-// A value exactly representable in bf16 and whose average over ranks is exact in fp32, so that the
-// comparison can demand equality: small integers divided by a power of two.
+// Values exactly representable in bf16 (small multiples of 1/8), different on every rank.
 float value_of(int rank, size_t i) { return static_cast<float>(static_cast<int>((i * 7 + rank * 13) % 64) - 32) / 8.0f; }
 
-template <typename T>
-T to_element(float value) {
-  if constexpr (std::is_same_v<T, float>) {
-    return value;
-  } else {
-    return __float2bfloat16(value);
-  }
-}
+bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-template <typename T>
-float to_float(T value) {
-  if constexpr (std::is_same_v<T, float>) {
-    return value;
-  } else {
-    return __bfloat162float(value);
+struct Buffers {
+  float* reduced = nullptr;           // fp32, what is reduced
+  __nv_bfloat16* written = nullptr;   // bf16, what backward writes (bf16 case only)
+  ~Buffers() {
+    cudaFree(reduced);
+    cudaFree(written);
   }
-}
+};
 
-template <typename T>
-bool check_case(const NcclCommunicator& comm, const std::vector<size_t>& sizes, size_t threshold_bytes, int ranks) {
-  const BucketPlan plan = plan_buckets(sizes, threshold_bytes, std::min<size_t>(threshold_bytes, 1 << 20), sizeof(float));
-  std::vector<T> host(plan.total_elements);
-  for (size_t i = 0; i < host.size(); ++i) host[i] = to_element<T>(value_of(comm.rank(), i));
-  T* device = nullptr;
-  cudaStream_t compute = nullptr;
-  TRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-  TRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device), host.size() * sizeof(T)));
-  TRAIN_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, compute));
-  bool ok = true;
+bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const std::vector<size_t>& sizes,
+                size_t threshold_bytes, bool widened) {
+  const int ranks = comm.size();
+  const BucketPlan plan = plan_gradient_buckets(sizes, threshold_bytes);
+  std::vector<bool> padding(plan.total_elements, true);
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    std::fill_n(padding.begin() + static_cast<std::ptrdiff_t>(plan.offset_of_tensor[t]), sizes[t], false);
+  }
+  std::vector<float> host(plan.total_elements, 0.0f);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = padding[i] ? 0.0f : value_of(comm.rank(), i);
+  cudaStream_t compute = context.stream();
+  Buffers buffers;
+  TRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.reduced), host.size() * sizeof(float)));
+  if (widened) {
+    std::vector<__nv_bfloat16> bf16(host.size());
+    for (size_t i = 0; i < host.size(); ++i) bf16[i] = __float2bfloat16(host[i]);
+    TRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.written), bf16.size() * sizeof(__nv_bfloat16)));
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(buffers.written, bf16.data(), bf16.size() * sizeof(__nv_bfloat16),
+                                     cudaMemcpyHostToDevice, compute));
+    // Poison: only the widening may fill the fp32 buffer (padding excepted: the engine zeroes it once).
+    std::vector<float> poison(host.size(), std::nanf(""));
+    for (size_t i = 0; i < host.size(); ++i) {
+      if (padding[i]) poison[i] = 0.0f;
+    }
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(buffers.reduced, poison.data(), poison.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, compute));
+  } else {
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(buffers.reduced, host.data(), host.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, compute));
+  }
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));  // the host vectors above go away
   {
-    NcclGradientReducer reducer(comm, plan, device, std::is_same_v<T, float> ? ncclFloat32 : ncclBfloat16, compute,
-                                std::chrono::seconds(60));
+    NcclGradientReducer::Prepare prepare;
+    if (widened) {
+      prepare = [&](size_t begin, size_t end) {
+        ops::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), buffers.written + begin,
+                                              buffers.reduced + begin);
+      };
+    }
+    NcclGradientReducer reducer(comm, plan, buffers.reduced, ncclFloat32, compute, std::chrono::seconds(60), ncclAvg,
+                                prepare);
     reducer.begin_step();
     for (int t = static_cast<int>(sizes.size()) - 1; t >= 0; --t) reducer.tensor_ready(t);  // backward's order
     reducer.finish();
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost, compute));
-    TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), buffers.reduced, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                     compute));
     reducer.wait(std::chrono::seconds(60));
+    TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));
   }
+  // The fp32 mean: exact for a power of two ranks (1/n exact, sums of multiples of 1/8 exact); otherwise
+  // NCCL multiplies each rank's value by fp32(1/n) and sums in fp32: within (n + 1) fp32 roundings of the
+  // largest contribution.
   size_t wrong = 0;
+  double worst = 0;
   for (size_t i = 0; i < host.size(); ++i) {
-    double sum = 0;
-    for (int r = 0; r < ranks; ++r) sum += value_of(r, i);
-    const float expected = to_float(to_element<T>(static_cast<float>(sum / ranks)));
-    if (to_float(host[i]) != expected) ++wrong;
+    double sum = 0, largest = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const double v = padding[i] ? 0.0 : value_of(r, i);
+      sum += v;
+      largest = std::max(largest, std::fabs(v));
+    }
+    const double mean = sum / ranks;
+    const double bound = power_of_two(ranks) ? 0.0 : (ranks + 1) * std::ldexp(largest, -23);
+    const double error = std::fabs(static_cast<double>(host[i]) - mean);
+    if (!(error <= bound)) ++wrong;
+    if (std::isfinite(error)) worst = std::max(worst, error);
   }
   // Bit-identical across ranks: every rank's checksum of the bytes equals rank 0's.
   uint64_t checksum = 1469598103934665603ull;
   const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
-  for (size_t i = 0; i < host.size() * sizeof(T); ++i) checksum = (checksum ^ bytes[i]) * 1099511628211ull;
+  for (size_t i = 0; i < host.size() * sizeof(float); ++i) checksum = (checksum ^ bytes[i]) * 1099511628211ull;
   uint64_t lowest = checksum, highest = checksum;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &highest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
-  ok = wrong == 0 && lowest == highest;
+  const bool ok = wrong == 0 && lowest == highest;
   if (comm.rank() == 0) {
-    std::printf("%-5s %-9s threshold %9zu B: %3zu buckets, %zu elements: %s%s\n",
-                std::is_same_v<T, float> ? "fp32" : "bf16", ranks == 1 ? "1 rank" : fmt::format("{} ranks", ranks).c_str(),
-                threshold_bytes, plan.buckets.size(), host.size(), ok ? "PASS" : "FAIL",
+    std::printf("%-13s %d rank%s threshold %11zu B: %3zu buckets, %zu elements, worst |error| %.2e: %s%s\n",
+                widened ? "bf16 widened" : "fp32", ranks, ranks == 1 ? " " : "s", threshold_bytes, plan.buckets.size(),
+                host.size(), worst, ok ? "PASS" : "FAIL",
                 ok ? "" : fmt::format(" ({} wrong elements on rank 0; ranks {})", wrong,
                                       lowest == highest ? "agree" : "differ").c_str());
   }
-  cudaFree(device);
-  cudaStreamDestroy(compute);
   return ok;
+}
+
+// Ranks beyond the host's GPUs share them; NCCL then needs each to look like a host of its own.
+void give_each_rank_a_host_id(int rank, int devices) {
+  MPI_Comm host;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host));
+  int local_size = 1;
+  MPI_CHECK(MPI_Comm_size(host, &local_size));
+  MPI_CHECK(MPI_Comm_free(&host));
+  if (local_size <= devices) return;
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  const std::string id = fmt::format("{}-gpu-check-rank-{}", name, rank);
+  setenv("NCCL_HOSTID", id.c_str(), 1);
+  if (rank == 0) {
+    std::printf("%d ranks share %d GPU%s on this host: each rank has its own NCCL_HOSTID (socket transport)\n",
+                local_size, devices, devices == 1 ? "" : "s");
+  }
 }
 
 }  // namespace
@@ -103,6 +161,7 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   set_error_rank(rank);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -112,18 +171,26 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   try {
+    give_each_rank_a_host_id(rank, devices);
     TRAIN_CUDA_CHECK(cudaSetDevice(rank % devices));
-    NcclCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(120));
-    std::vector<size_t> sizes;
-    for (const auto& tensor : build_resnet_spec(50, 1000).tensors) {
-      if (tensor.is_parameter()) sizes.push_back(static_cast<size_t>(tensor.elements()));
+    cudaStream_t stream = nullptr;
+    TRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    {
+      ops::cuda::Context context(stream);
+      NcclCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(120));
+      std::vector<size_t> sizes;
+      for (const auto& tensor : build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
+        if (tensor.is_parameter()) sizes.push_back(static_cast<size_t>(tensor.elements()));
+      }
+      for (size_t threshold : {size_t{4}, size_t{1} << 20, size_t{25} << 20, size_t{123457}, size_t{1} << 32}) {
+        failures += check_case(comm, context, sizes, threshold, /*widened=*/false) ? 0 : 1;
+        failures += check_case(comm, context, sizes, threshold, /*widened=*/true) ? 0 : 1;
+      }
     }
-    for (size_t threshold : {size_t{4}, size_t{1} << 20, size_t{25} << 20, size_t{123457}, size_t{1} << 32}) {
-      failures += check_case<float>(comm, sizes, threshold, size) ? 0 : 1;
-      failures += check_case<__nv_bfloat16>(comm, sizes, threshold, size) ? 0 : 1;
-    }
+    TRAIN_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "gpu_nccl_check: rank %d: %s\n", rank, error.what());
+    std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -343,6 +343,12 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
                  [&](int p) { gpu_order.push_back(p); });
   const auto gpu_result = gpu.read_step_result();
   const std::vector<float> gpu_gradients = gpu.download_gradients();
+  // No reducer here: widen every gradient into the fp32 buffer the optimizer reads, as the engine's buckets
+  // do one by one before their reductions; it must hold exactly the gradients backward wrote.
+  gpu.widen_gradients(0, gpu.bucket_plan().total_elements);
+  const std::vector<float> gpu_widened = gpu.download_reduced_gradients();
+  table.check(c.name, mode, "fp32 gradients the optimizer reads == backward's", gpu_widened == gpu_gradients,
+              std::to_string(gpu_widened.size()) + " values");
   train::ops::SgdOptions options;
   options.lr = 0.1;
   options.momentum = 0.9;
