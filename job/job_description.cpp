@@ -81,7 +81,11 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
       job.ranks_per_host = static_cast<int>(*total / hosts);
     }
   }
-  if (job.device == "cuda" && job.ranks_per_host > job.resources.gpus) {
+  if (job.device == "cuda" && job.ranks_per_host > job.resources.gpus && job.ranks_share_gpus) {
+    job.warnings.push_back(fmt::format("TRAIN_RANKS_SHARE_GPUS=1: {} ranks share this host's {} GPU{}, each rank "
+                                       "talking to the others as if from a host of its own (for checks, not speed)",
+                                       job.ranks_per_host, job.resources.gpus, job.resources.gpus == 1 ? "" : "s"));
+  } else if (job.device == "cuda" && job.ranks_per_host > job.resources.gpus) {
     host_problem(fmt::format("hyperparameter `processes_per_host` is {} but this host has {} GPU{}; each rank needs "
                              "its own GPU, so use at most {}",
                              job.ranks_per_host, job.resources.gpus, job.resources.gpus == 1 ? "" : "s",
@@ -161,6 +165,14 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
       job.input = read_input_data_config(paths.input_data_config());
     }
   });
+  if (auto share = lookup(environment, "TRAIN_RANKS_SHARE_GPUS"); share && !share->empty()) {
+    if (*share != "0" && *share != "1") {
+      problems.add(fmt::format("environment variable TRAIN_RANKS_SHARE_GPUS: expected 0 or 1, got {}; unset it "
+                               "for one GPU per rank",
+                               quote_json_for_message(nlohmann::json(*share))));
+    }
+    job.ranks_share_gpus = *share == "1";
+  }
   if (hyperparameters_ok) resolve_device_and_ranks(job, mode, problems);
 
   for (const auto& channel : job.input.channels) {

@@ -45,6 +45,10 @@ struct JobDescription {
   std::string device;  // "cuda" or "cpu", resolved from the `device` hyperparameter
   std::string precision;  // "float32" or "bfloat16", resolved
   int ranks_per_host = 1;
+  // TRAIN_RANKS_SHARE_GPUS=1 (a check, not a way to train): more ranks than GPUs on a host are allowed, and
+  // each rank looks to NCCL like a host of its own (runtime/rank_main.cpp), so that two ranks on one GPU
+  // train over NCCL's socket transport, as ranks on two hosts without EFA do.
+  bool ranks_share_gpus = false;
   std::vector<std::string> warnings;
 
   int world_size() const { return ranks_per_host * static_cast<int>(cluster.hosts.size()); }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -39,6 +40,20 @@ RankIdentity discover_identity() {
   MPI_CHECK(MPI_Comm_size(host_comm, &identity.local_size));
   MPI_CHECK(MPI_Comm_free(&host_comm));
   return identity;
+}
+
+// TRAIN_RANKS_SHARE_GPUS=1 with more ranks than GPUs: NCCL refuses two ranks on one GPU of one host, so each
+// rank gets a host id of its own (NCCL_HOSTID) and NCCL's socket transport (the path of hosts without EFA),
+// unless the environment chose one. Set before NCCL starts, which reads them once.
+void look_like_a_host_of_its_own(const RankIdentity& identity, const std::string& host) {
+  const std::string id = fmt::format("{}-rank-{}", host, identity.rank);
+  ::setenv("NCCL_HOSTID", id.c_str(), 1);
+  ::setenv("NCCL_NET", "Socket", 0);
+  if (identity.local_rank == 0) {
+    write_line(1, fmt::format("TRAIN_RANKS_SHARE_GPUS=1: {} ranks share the GPUs of host {}; NCCL sees each rank as "
+                              "a host of its own ({} transport)",
+                              identity.local_size, host, std::getenv("NCCL_NET")));
+  }
 }
 
 // Every rank contributes rank+1; the sum must be size*(size+1)/2 everywhere.
@@ -74,12 +89,15 @@ int run_rank_checked() {
   if (job.device == "cuda") {
     // The launcher refuses processes_per_host above the GPU count; custom_mpi_options can still place more.
     if (identity.local_size > job.resources.gpus) {
-      throw ConfigError(fmt::format("rank {}: host {} runs {} ranks but has {} GPU{}; each rank needs its own: "
-                                    "set processes_per_host to at most {} (or leave it out: one rank per GPU)",
-                                    identity.rank, job.cluster.current_host, identity.local_size,
-                                    job.resources.gpus, job.resources.gpus == 1 ? "" : "s", job.resources.gpus));
+      if (!job.ranks_share_gpus) {
+        throw ConfigError(fmt::format("rank {}: host {} runs {} ranks but has {} GPU{}; each rank needs its own: "
+                                      "set processes_per_host to at most {} (or leave it out: one rank per GPU)",
+                                      identity.rank, job.cluster.current_host, identity.local_size,
+                                      job.resources.gpus, job.resources.gpus == 1 ? "" : "s", job.resources.gpus));
+      }
+      look_like_a_host_of_its_own(identity, job.cluster.current_host);
     }
-    device = pin_gpu(identity.local_rank);
+    device = pin_gpu(identity.local_rank % std::max(1, job.resources.gpus));
     use_pinned_host_memory();
   } else {
     device = fmt::format("cpu ({} thread{})", threads_per_rank(job, identity),

@@ -133,6 +133,22 @@ TEST_CASE("job description: device and ranks follow the host", "[job_description
   }
 }
 
+TEST_CASE("job description: more ranks than GPUs only with TRAIN_RANKS_SHARE_GPUS=1", "[job_description]") {
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json", R"({"device": "cuda", "processes_per_host": "2"})");
+  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host); }) ==
+        "hyperparameter `processes_per_host` is 2 but this host has 1 GPU; each rank needs its own GPU, so use at "
+        "most 1");
+  auto job = load_job_description(dir.paths(), {{"TRAIN_RANKS_SHARE_GPUS", "1"}}, one_gpu_host, CheckMode::this_host);
+  CHECK(job.ranks_share_gpus);
+  CHECK(job.ranks_per_host == 2);
+  REQUIRE(job.warnings.size() == 1);
+  CHECK(job.warnings[0].find("2 ranks share this host's 1 GPU") != std::string::npos);
+  CHECK(config_error_message([&] {
+          load_job_description(dir.paths(), {{"TRAIN_RANKS_SHARE_GPUS", "yes"}}, one_gpu_host, CheckMode::this_host);
+        }).find("environment variable TRAIN_RANKS_SHARE_GPUS: expected 0 or 1, got \"yes\"") != std::string::npos);
+}
+
 TEST_CASE("job description: device=cuda without a GPU", "[job_description]") {
   TempJobDir dir;
   dir.write_config("hyperparameters.json", R"({"device": "cuda"})");
