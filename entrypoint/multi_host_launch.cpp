@@ -228,22 +228,24 @@ class HostRun {
     }
     log_info("host {} ({} on {}): {} of a {}-host job", job_.cluster.current_host, address,
              job_.cluster.network_interface, job_.cluster.is_master() ? "master" : "worker", job_.cluster.hosts.size());
-    sshd_ = std::make_unique<SshdService>(settings_, address, environment_, waiter_);
-
     const auto& batch = job_.cluster.batch;
+    // The master's address: the one host that logs in to the others (its mpirun starts Open MPI's daemons
+    // there; plm_rsh_no_tree_spawn: no other host does), so each sshd lets only it in.
+    std::string master_address = address;
+    if (!job_.cluster.is_master()) {
+      master_address = batch ? batch->main_node_address
+                             : resolve_with_retry(job_.cluster.master_host, settings_.resolve_timeout, waiter_);
+      if (master_address.empty()) return stopped();
+    }
+    sshd_ = std::make_unique<SshdService>(settings_, address, std::vector<std::string>{master_address}, environment_,
+                                          waiter_);
+
     if (!job_.cluster.is_master()) {
       clear_rank_mark();  // a mark left by an earlier job on this host is not this job's
-      std::string master_address;
-      if (batch) {
-        master_address = batch->main_node_address;
-        if (register_with_main_node(*batch, job_.ranks_per_host, settings_.registration_port,
-                                    settings_.registration_timeout, waiter_)
-                .empty()) {
-          return stopped();
-        }
-      } else {
-        master_address = resolve_with_retry(job_.cluster.master_host, settings_.resolve_timeout, waiter_);
-        if (master_address.empty()) return stopped();
+      if (batch && register_with_main_node(*batch, job_.ranks_per_host, settings_.registration_port,
+                                           settings_.registration_timeout, waiter_)
+                       .empty()) {
+        return stopped();
       }
       return run_worker(job_, master_address, settings_, launch_.stop_grace + std::chrono::seconds(15), waiter_);
     }
@@ -252,7 +254,7 @@ class HostRun {
     std::vector<std::string> addresses;
     std::vector<std::string> mpirun_hosts;
     if (batch) {
-      registration_ = std::make_unique<RegistrationServer>(settings_.registration_port);
+      registration_ = std::make_unique<RegistrationServer>(address, settings_.registration_port);
       auto children = registration_->collect(*batch, job_.ranks_per_host, settings_.registration_timeout, waiter_);
       if (waiter_.stop_signal()) return stopped();
       registration_->refuse_from_now_on(

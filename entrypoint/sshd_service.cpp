@@ -8,22 +8,72 @@
 
 #include <csignal>
 #include <filesystem>
+#include <pwd.h>
 #include <stdexcept>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace train {
 namespace {
 
-// sshd needs well under a second to listen; a loaded host may need more.
+// sshd needs well under a second to listen; a loaded host may need more. ssh-keygen makes an ed25519
+// key in milliseconds.
 constexpr auto sshd_start_limit = std::chrono::seconds(20);
+constexpr auto keygen_limit = std::chrono::seconds(20);
+
+// Where sshd looks for host keys when its configuration names none.
+const char* const default_host_keys[] = {"/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ecdsa_key",
+                                         "/etc/ssh/ssh_host_rsa_key"};
+
+// Makes this container's own host key when the image has none (docker/Dockerfile removes the ones made at
+// build time, which every container of the image would share). ssh clients of the job do not check host
+// keys (hosts' names and keys change with every job), so this keeps the image's private keys out of
+// reach rather than authenticating hosts.
+void make_host_key_if_none(const EnvironmentMap& environment, JobWaiter& waiter) {
+  std::error_code ignored;
+  for (const char* key : default_host_keys) {
+    if (std::filesystem::exists(key, ignored)) return;
+  }
+  SpawnOptions options;
+  options.capture_output = false;
+  options.die_with_parent = true;
+  const pid_t pid = spawn_child({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "train host key", "-f",
+                                 default_host_keys[0]},
+                                environment, options)
+                        .pid;
+  const auto deadline = std::chrono::steady_clock::now() + keygen_limit;
+  while (true) {
+    if (auto status = waiter.exit_status(pid)) {
+      if (exit_code_from_wait_status(*status) == 0) break;
+      throw std::runtime_error(fmt::format("the image has no SSH host key and ssh-keygen {} making {} (its messages "
+                                           "are above)",
+                                           describe_wait_status(*status), default_host_keys[0]));
+    }
+    if (std::chrono::steady_clock::now() > deadline || !waiter.pause(std::chrono::milliseconds(50))) {
+      ::kill(pid, SIGKILL);  // the job's final sweep reaps it
+      throw std::runtime_error(fmt::format("ssh-keygen did not make {} within {} s", default_host_keys[0],
+                                           keygen_limit.count()));
+    }
+  }
+  log_info("made this host's SSH host key {}", default_host_keys[0]);
+}
+
+// The user mpirun logs in as: the one train runs as, on every host of the job.
+std::string user_name() {
+  const passwd* entry = ::getpwuid(::geteuid());
+  return entry && entry->pw_name && entry->pw_name[0] ? entry->pw_name : "root";
+}
 
 }  // namespace
 
 SshdService::SshdService(const MultiHostSettings& settings, const std::string& address,
-                         const EnvironmentMap& environment, JobWaiter& waiter) {
+                         const std::vector<std::string>& allowed_from, const EnvironmentMap& environment,
+                         JobWaiter& waiter) {
   const auto probe_timeout = std::chrono::milliseconds(1000);
   if (ssh_answers(address, settings.ssh_port, probe_timeout)) {
-    log_info("an sshd already answers on {}:{}; using it", address, settings.ssh_port);
+    log_info("an sshd already answers on {}:{}; using it (train limits where an sshd it starts listens and whom it "
+             "lets in, not this one's)",
+             address, settings.ssh_port);
     return;
   }
   if (settings.sshd == "none") {
@@ -36,13 +86,22 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
   // script creates; a container has no init.
   std::error_code ignored;
   std::filesystem::create_directories("/run/sshd", ignored);
+  make_host_key_if_none(environment, waiter);
   // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps; errors
   // only, or every connection (mpirun's, and the workers' probes of the master) would add log lines.
+  // ListenAddress and AllowUsers given here add to any in the image's configuration (docker/sshd_config
+  // has none): the job's interface only, and this user only from the addresses that log in here.
+  std::vector<std::string> allowed;
+  for (const auto& from : allowed_from) allowed.push_back(fmt::format("{}@{}", user_name(), from));
   SpawnOptions options;
   options.capture_output = false;
   options.die_with_parent = true;
-  pid_ = spawn_child({settings.sshd, "-D", "-e", "-o", "LogLevel=ERROR"}, environment, options).pid;
-  log_info("started {} (pid {}); waiting for it to answer on {}:{}", settings.sshd, pid_, address, settings.ssh_port);
+  pid_ = spawn_child({settings.sshd, "-D", "-e", "-o", "LogLevel=ERROR", "-o", "ListenAddress=" + address, "-o",
+                      fmt::format("AllowUsers={}", fmt::join(allowed, " "))},
+                     environment, options)
+             .pid;
+  log_info("started {} (pid {}) on {}:{}, letting {} in from {} only; waiting for it to answer", settings.sshd, pid_,
+           address, settings.ssh_port, user_name(), fmt::join(allowed_from, ", "));
   const auto deadline = std::chrono::steady_clock::now() + sshd_start_limit;
   std::string why_not;
   while (!ssh_answers(address, settings.ssh_port, probe_timeout, &why_not)) {

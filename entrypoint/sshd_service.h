@@ -1,6 +1,11 @@
 // The sshd of a multi-host job's host. mpirun reaches the other hosts through it, and workers watch the
 // master's to know it is alive. `train` starts the image's sshd as its own child (so it is reaped and
 // ended with the job) unless one already answers on this host.
+//
+// Every container of an image holds the same key pair, so the key alone must not let anyone in: the sshd
+// train starts listens only on the job's interface address and lets the user in only from the addresses
+// of the hosts that log in here (the master: its mpirun is the one thing that uses ssh). Host keys are
+// made at start when the image has none (docker/Dockerfile ships none).
 #pragma once
 
 #include "common/environment_map.h"
@@ -8,16 +13,18 @@
 #include "entrypoint/multi_host_settings.h"
 
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 namespace train {
 
 class SshdService {
  public:
-  // Starts sshd and waits (bounded) until it answers on `address`. Throws std::runtime_error with the reason
-  // and what to do when it cannot.
-  SshdService(const MultiHostSettings& settings, const std::string& address, const EnvironmentMap& environment,
-              JobWaiter& waiter);
+  // Starts sshd listening on `address` alone (this host's address on the job's interface), letting this
+  // user log in only from `allowed_from`, and waits (bounded) until it answers on `address`. Throws
+  // std::runtime_error with the reason and what to do when it cannot.
+  SshdService(const MultiHostSettings& settings, const std::string& address,
+              const std::vector<std::string>& allowed_from, const EnvironmentMap& environment, JobWaiter& waiter);
   ~SshdService();
   SshdService(const SshdService&) = delete;
   SshdService& operator=(const SshdService&) = delete;

@@ -61,6 +61,20 @@ int read_index(const EnvironmentMap& environment, const std::string& name, int m
   return number;
 }
 
+// AWS_BATCH_JOB_ID's main part: Batch names node N of a multi-node job "<job id>#N".
+std::string read_job_id(const EnvironmentMap& environment) {
+  auto value = lookup(environment, "AWS_BATCH_JOB_ID");
+  std::string main_part = value ? value->substr(0, value->find('#')) : std::string();
+  bool printable = std::all_of(main_part.begin(), main_part.end(), [](unsigned char c) { return c > ' ' && c < 127; });
+  if (main_part.empty() || main_part.size() > 256 || !printable) {
+    throw ConfigError(fmt::format(
+        "environment variable AWS_BATCH_JOB_ID: expected the job's ID (AWS Batch sets it on every node; the nodes of "
+        "a multi-node job register with the main node under it), got {}",
+        value ? quote_json_for_message(nlohmann::json(*value)) : std::string("nothing")));
+  }
+  return main_part;
+}
+
 }  // namespace
 
 ClusterDescription cluster_from_batch(const EnvironmentMap& environment) {
@@ -80,6 +94,7 @@ ClusterDescription cluster_from_batch(const EnvironmentMap& environment) {
     }
     info.main_node_address = *address;
   }
+  if (info.num_nodes > 1) info.job_id = read_job_id(environment);
   ClusterDescription cluster;
   cluster.platform = JobPlatform::aws_batch;
   auto node_name = [](int index) { return fmt::format("node-{}", index); };

@@ -20,6 +20,9 @@ struct BatchNodeInfo {
   int main_node_index = 0;
   int num_nodes = 1;
   std::string main_node_address;  // empty on the main node: AWS Batch sets it only on children
+  // The job's identity, which every node's registration carries: AWS_BATCH_JOB_ID without the "#N" that
+  // names one node of a multi-node job (the same on every node of the job).
+  std::string job_id;
 };
 
 struct ClusterDescription {

@@ -75,7 +75,7 @@ std::vector<HyperparameterSpec> build_schema() {
       {.name = "device", .type = T::choice, .default_value = "auto", .choices = {"auto", "cuda", "cpu"},
        .help = "`auto` uses the GPUs when there are any"},
       {.name = "processes_per_host", .type = T::integer, .default_note = "one per GPU; 1 on a CPU host",
-       .minimum = 1, .maximum = 1024,
+       .minimum = 1, .maximum = max_processes_per_host,
        .help = "ranks per host; `sagemaker_mpi_num_of_processes_per_host` is an alias", .launcher = true},
       {.name = "custom_mpi_options", .type = T::mpi_arguments, .default_value = "",
        .help = "extra mpirun options, split like a shell line; `--NCCL_DEBUG LEVEL` among them sets NCCL's log level on "

@@ -11,6 +11,10 @@
 
 namespace train {
 
+// The most ranks one host runs (processes_per_host's maximum); an AWS Batch child that registers more
+// slots than this is refused.
+inline constexpr int max_processes_per_host = 1024;
+
 enum class HyperparameterType {
   integer,        // whole number within [minimum, maximum], optionally one of `choices`
   real,           // finite number within the bounds

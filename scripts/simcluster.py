@@ -716,7 +716,6 @@ class SimCluster:
         write_file(os.path.join(etc_ssh, "sshd_config"),
                    f"# simcluster: sshd of simulated host {host}; started as `{SSHD} -D -e`\n"
                    "Port 22\n"
-                   f"ListenAddress {self.address(host)}\n"
                    "HostKey /etc/ssh/ssh_host_ed25519_key\n"
                    "PermitRootLogin prohibit-password\n"
                    "PubkeyAuthentication yes\n"
@@ -789,23 +788,25 @@ def sdk_encoded_hyperparameters(values):
 
 
 def write_sagemaker_job(cluster, hyperparameters=None, input_data_config=None, network_interface_name=None,
-                        instance_type="ml.c5.xlarge", instance_groups=None):
-    """Writes /opt/ml/input/config/{resourceconfig,hyperparameters,inputdataconfig}.json on every host.
+                        instance_type="ml.c5.xlarge", instance_groups=None, hosts=None):
+    """Writes /opt/ml/input/config/{resourceconfig,hyperparameters,inputdataconfig}.json on every host of
+    the job: `hosts`, by default all the cluster's (the others are then outside the job, on its network).
 
     hyperparameters and input_data_config are written as given (hyperparameters' values should be strings,
     as SageMaker's are; see sdk_encoded_hyperparameters). network_interface_name defaults to the cluster's
     interface (pass another to rehearse a wrong one). instance_groups makes a heterogeneous cluster: a list of
     {"name": ..., "hosts": [...], "instance_type": ...} covering every host; by default all hosts are one
     group, "homogeneousCluster"."""
-    groups = instance_groups or [{"name": "homogeneousCluster", "hosts": list(cluster.hosts),
+    job_hosts = list(hosts or cluster.hosts)
+    groups = instance_groups or [{"name": "homogeneousCluster", "hosts": job_hosts,
                                   "instance_type": instance_type}]
-    for host in cluster.hosts:
+    for host in job_hosts:
         group = next(g for g in groups if host in g["hosts"])
         resource_config = {
             "current_host": host,
             "current_instance_type": group["instance_type"],
             "current_group_name": group["name"],
-            "hosts": sorted(cluster.hosts),  # SageMaker sorts as strings: algo-10 before algo-2
+            "hosts": sorted(job_hosts),  # SageMaker sorts as strings: algo-10 before algo-2
             "instance_groups": [{"instance_group_name": g["name"], "instance_type": g["instance_type"],
                                  "hosts": list(g["hosts"])} for g in groups],  # not sorted, as on SageMaker
             "network_interface_name": network_interface_name or cluster.interface,
@@ -823,11 +824,12 @@ def write_json(path, value):
     write_file(path, json.dumps(value, indent=2) + "\n")
 
 
-def batch_environment(cluster, host, main_index=0):
-    """The AWS Batch multi-node variables of `host` (node index = its position in cluster.hosts)."""
+def batch_environment(cluster, host, main_index=0, num_nodes=None):
+    """The AWS Batch multi-node variables of `host` (node index = its position in cluster.hosts) in a job of
+    `num_nodes` nodes, by default all the cluster's hosts (fewer: the first ones)."""
     index = cluster.hosts.index(host)
     env = {"AWS_BATCH_JOB_NODE_INDEX": str(index), "AWS_BATCH_JOB_MAIN_NODE_INDEX": str(main_index),
-           "AWS_BATCH_JOB_NUM_NODES": str(len(cluster.hosts)), "AWS_BATCH_JOB_ATTEMPT": "1",
+           "AWS_BATCH_JOB_NUM_NODES": str(num_nodes or len(cluster.hosts)), "AWS_BATCH_JOB_ATTEMPT": "1",
            "AWS_BATCH_JOB_ID": f"simcluster-{cluster.id}#{index}"}
     if index != main_index:  # only the children are told where the main node is
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = cluster.address(cluster.hosts[main_index])

@@ -9,7 +9,10 @@ mount namespace per host, a real sshd on each, each host's own /opt/ml), started
 - faults, each ending in bounded time with the documented exit code on every host, a precise failure file,
   and no process of the job left on any host: a rank killed on a worker, a worker that never starts, the
   master killed, SIGTERM to the master (checkpoint, then a restarted job resumes), a wrong network
-  interface, a host name that resolves late, a hanging rank (the step timeout ends it).
+  interface, a host name that resolves late, a hanging rank (the step timeout ends it);
+- strangers: a host on the job's network that is not one of its hosts (holding the image's key) cannot log
+  in to the job's hosts, nothing answers ssh off the job's interface, and its AWS Batch registrations are
+  refused while the job goes on.
 
 Runs as root (namespaces, sshd). Run: /usr/bin/python3 test_multihost.py --train PATH
 """
@@ -57,11 +60,12 @@ FAST_FAULTS = {"TRAIN_PEERS_TIMEOUT_SECONDS": "8", "TRAIN_MASTER_LOST_SECONDS": 
 class Job:
     """`train` started on some hosts of a cluster, each host's output in its own log file."""
 
-    def __init__(self, cluster, env=None, batch=False, command=None):
+    def __init__(self, cluster, env=None, batch=False, command=None, batch_nodes=None):
         self.cluster = cluster
         self.command = command or []
         self.env = dict(env or {})
         self.batch = batch
+        self.batch_nodes = batch_nodes  # an AWS Batch job of the cluster's first hosts only
         self.processes = {}
         self.codes = {}
         self.started_at = {}
@@ -71,7 +75,7 @@ class Job:
             time.sleep(delay)
         env = dict(self.env)
         if self.batch:
-            env.update(simcluster.batch_environment(self.cluster, host))
+            env.update(simcluster.batch_environment(self.cluster, host, num_nodes=self.batch_nodes))
         argv = [TRAIN] if self.batch else [TRAIN, "train"]
         if self.command:
             argv = [TRAIN, "--", *self.command]
@@ -444,6 +448,99 @@ class MultiHostTest(unittest.TestCase):
             self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
             self.assertRegex(job.log("algo-1"), r"host name algo-3 resolved to 10\.\S+ after \d+ s")
             self.assert_nothing_left(cluster)
+
+    # -- nobody in who does not belong ------------------------------------------------------------------
+
+    def ssh(self, cluster, host, target):
+        """`ssh TARGET true` as root from `host` with the cluster's key (every host holds it, as every
+        container of an image holds the image's): the CompletedProcess."""
+        return cluster.run(host, ["ssh", "-o", "ConnectTimeout=5", target, "true"], timeout=30)
+
+    def test_sshd_lets_in_only_the_master_and_listens_on_the_jobs_interface(self):
+        # algo-3 is on the job's network and holds the job's key, but is not one of the job's hosts.
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters({"processes_per_host": 1}),
+                                           hosts=["algo-1", "algo-2"])
+            # The worker's image has no host key (docker/Dockerfile ships none): train makes one.
+            host_key = os.path.join(cluster.host_dir("algo-2"), "etc_ssh", "ssh_host_ed25519_key")
+            os.remove(host_key)
+            os.remove(host_key + ".pub")
+            ready = os.path.join(self.workdir, "checks-done")  # this machine's /tmp: every host sees it
+            script = (f'echo "rank $OMPI_COMM_WORLD_RANK up"; i=0; while [ ! -e {ready} ] && [ $i -lt 600 ]; '
+                      f'do sleep 0.1; i=$((i+1)); done')
+            job = Job(cluster, env=FAST_FAULTS, command=["/bin/sh", "-c", script])
+            for host in ("algo-1", "algo-2"):
+                job.start(host)
+            job.wait_for_line("algo-1", r"rank 1 up", timeout=120)
+            try:
+                stranger_to_worker = self.ssh(cluster, "algo-3", "algo-2")
+                stranger_to_master = self.ssh(cluster, "algo-3", "algo-1")
+                worker_over_loopback = self.ssh(cluster, "algo-2", "127.0.0.1")
+                master_to_worker = self.ssh(cluster, "algo-1", "algo-2")
+            finally:
+                open(ready, "w").close()  # the ranks end; the job finishes
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes, {"algo-1": 0, "algo-2": 0}, job.describe())
+            self.assertEqual(stranger_to_worker.returncode, 255, stranger_to_worker)
+            self.assertIn("Permission denied", stranger_to_worker.stderr)
+            self.assertEqual(stranger_to_master.returncode, 255, stranger_to_master)
+            self.assertIn("Permission denied", stranger_to_master.stderr)
+            self.assertEqual(worker_over_loopback.returncode, 255, worker_over_loopback)
+            self.assertIn("Connection refused", worker_over_loopback.stderr)
+            self.assertEqual(master_to_worker.returncode, 0, master_to_worker)
+            self.assertRegex(job.log("algo-2"), rf"on {re.escape(cluster.address('algo-2'))}:22, letting root in "
+                                                rf"from {re.escape(cluster.address('algo-1'))} only")
+            self.assertIn("made this host's SSH host key /etc/ssh/ssh_host_ed25519_key", job.log("algo-2"))
+            self.assertTrue(os.path.exists(host_key))
+            self.assertTrue(os.path.exists(os.path.join(cluster.opt_ml("algo-1"), "output", "success")))
+            self.assert_nothing_left(cluster)
+
+    def test_aws_batch_registration_refuses_strangers_and_the_job_goes_on(self):
+        # A 2-node Batch job on algo-1 (main) and algo-2; algo-3 is a stranger on the job's network.
+        with self.cluster() as cluster:
+            for host in ("algo-1", "algo-2"):
+                os.makedirs(os.path.join(cluster.opt_ml(host), "input", "config"), exist_ok=True)
+            job = Job(cluster, env=FAST_FAULTS, batch=True, batch_nodes=2,
+                      command=["/bin/sh", "-c", 'echo "rank $OMPI_COMM_WORLD_RANK ran"'])
+            job.start("algo-1")
+            job.wait_for_line("algo-1", r"waiting up to \d+ s for 1 child node\(s\)", timeout=60)
+            main = cluster.address("algo-1")
+            send = ("import socket, sys\n"
+                    "for line in sys.argv[3:]:\n"
+                    "    try:\n"
+                    "        with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as c:\n"
+                    "            c.sendall(line.encode() + b'\\n')\n"
+                    "            print(c.makefile().readline().strip())\n"
+                    "    except OSError as e:\n"
+                    "        print(f'error: {e}')\n")
+            job_id = simcluster.batch_environment(cluster, "algo-2")["AWS_BATCH_JOB_ID"].split("#")[0]
+            # The issue's two lines (the first failed the job, the second took node 1's place), another
+            # job's ID, and this job's ID with a slot count the main node does not run.
+            strangers = cluster.run("algo-3", ["/usr/bin/python3", "-c", send, main, "7627",
+                                               '{"node_index":1,"slots":99}', '{"node_index":1,"slots":1}',
+                                               '{"job_id":"another-job","node_index":1,"slots":1}',
+                                               json.dumps({"job_id": job_id, "node_index": 1, "slots": 7})],
+                                    timeout=60)
+            answers = strangers.stdout.splitlines()
+            self.assertEqual(len(answers), 4, strangers)
+            for answer in answers:
+                self.assertTrue(answer.startswith('{"accepted":false'), strangers.stdout)
+            # The main node listens on the job's interface only.
+            loopback = cluster.run("algo-1", ["/usr/bin/python3", "-c", send, "127.0.0.1", "7627",
+                                              json.dumps({"job_id": job_id, "node_index": 1, "slots": 1})])
+            self.assertIn("error: [Errno 111] Connection refused", loopback.stdout)
+            self.assertIsNone(job.processes["algo-1"].poll(), job.describe())
+            job.start("algo-2")
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes, {"algo-1": 0, "algo-2": 0}, job.describe())
+            master = job.log("algo-1")
+            stranger = re.escape(cluster.address("algo-3"))
+            self.assertEqual(len(re.findall(rf"main node: refused a registration from {stranger}: ", master)), 4, master)
+            self.assertIn("it does not name this job", master)
+            self.assertIn("node 1 runs 7 rank(s) but the main node runs 1", master)
+            self.assertRegex(master, rf"node 1 registered from {re.escape(cluster.address('algo-2'))}")
+            self.assertIn("rank 1 ran", master)
+            self.assert_nothing_left(cluster, hosts=["algo-1", "algo-2"])
 
     def test_hanging_rank_becomes_a_failure(self):
         with self.cluster() as cluster:

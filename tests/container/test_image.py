@@ -12,7 +12,8 @@ here (no registry can be reached: debootstrap, then `podman import`; docs/archit
   /opt/ml): exit 0, the model files and output/success;
 - a job with a bad hyperparameter: exit 65 and output/failure's first line naming the problem;
 - two containers, algo-1 and algo-2, on a private internal network running one job together (train starts
-  sshd in each; mpirun on algo-1 starts the ranks on both over ssh): both exit 0, one model, on algo-1;
+  sshd in each, with a host key of its own and root let in from algo-1 only; mpirun on algo-1 starts the
+  ranks on both over ssh): both exit 0, one model, on algo-1;
 - a one-host job of two ranks in a container that may not ptrace (a seccomp profile refuses
   process_vm_readv): train's mpirun works there, and with Open MPI's single-copy CMA forced back its reads
   fail (`Read -1, expected N, errno = 1`).
@@ -256,6 +257,12 @@ class ImageTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(opt_ml["algo-2"], "model", "model.safetensors")), everything)
         # 2 ranks on each container, trained together.
         self.assertIn("parameters identical on all 4 ranks", logs["algo-1"], everything)
+        # The image ships no host key: each container made its own; its sshd let root in from the master only.
+        master_address = re.search(r"host algo-1 \((\S+) on ", logs["algo-1"])
+        self.assertIsNotNone(master_address, everything)
+        for host in hosts:
+            self.assertIn("made this host's SSH host key /etc/ssh/ssh_host_ed25519_key", logs[host], everything)
+            self.assertIn(f"letting root in from {master_address.group(1)} only", logs[host], everything)
 
     def test_4_ranks_of_one_host_need_no_ptrace_rights(self):
         # Docker's default container may not ptrace its own processes (no CAP_SYS_PTRACE; Yama's ptrace_scope 1

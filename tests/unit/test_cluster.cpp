@@ -47,6 +47,7 @@ TEST_CASE("cluster: AWS Batch main node", "[cluster]") {
   CHECK(cluster.batch->node_index == 0);
   CHECK(cluster.batch->main_node_index == 0);
   CHECK(cluster.batch->main_node_address.empty());  // Batch does not set it on the main node
+  CHECK(cluster.batch->job_id == "0123-4567");         // without the "#N" that names one node
 }
 
 TEST_CASE("cluster: AWS Batch child node", "[cluster]") {
@@ -56,6 +57,9 @@ TEST_CASE("cluster: AWS Batch child node", "[cluster]") {
   check_shape(cluster, {"node-0", "node-1", "node-2"}, "node-2", "node-0", false);
   CHECK(cluster.batch->node_index == 2);
   CHECK(cluster.batch->main_node_address == "10.0.12.7");
+  CHECK(cluster.batch->job_id == "0123-4567");
+  environment["AWS_BATCH_JOB_ID"] = "0123-4567";  // a job ID without "#N" is taken whole
+  CHECK(cluster_from_batch(environment).batch->job_id == "0123-4567");
 }
 
 TEST_CASE("cluster: AWS Batch with a main node that is not index 0", "[cluster]") {
@@ -138,6 +142,9 @@ std::vector<BadBatchCase> bad_batch_environments() {
   const std::string no_address =
       "environment variable AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS: expected the main node's IPv4 address (AWS "
       "Batch sets it on child nodes), got ";
+  const std::string no_job_id =
+      "environment variable AWS_BATCH_JOB_ID: expected the job's ID (AWS Batch sets it on every node; the nodes of a "
+      "multi-node job register with the main node under it), got ";
   return {
       {"no number of nodes", without(main, "AWS_BATCH_JOB_NUM_NODES"),
        "environment variable AWS_BATCH_JOB_NUM_NODES is not set; AWS Batch sets it on every node of a multi-node "
@@ -184,6 +191,9 @@ std::vector<BadBatchCase> bad_batch_environments() {
       {"main node index beyond the nodes", with(main, "AWS_BATCH_JOB_MAIN_NODE_INDEX", "5"),
        "environment variable AWS_BATCH_JOB_MAIN_NODE_INDEX: expected an integer from 0 to 2 (the main node's index), "
        "got \"5\""},
+      {"no job ID", without(main, "AWS_BATCH_JOB_ID"), no_job_id + "nothing"},
+      {"a job ID without its main part", with(main, "AWS_BATCH_JOB_ID", "#1"), no_job_id + "\"#1\""},
+      {"a job ID with a space", with(main, "AWS_BATCH_JOB_ID", "a b#0"), no_job_id + "\"a b#0\""},
       {"child without the main node's address", child, no_address + "nothing"},
       {"child with an empty address", with(child, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", ""),
        no_address + "nothing"},

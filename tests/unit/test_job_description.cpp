@@ -314,6 +314,7 @@ TEST_CASE("job description: AWS Batch when there is no resourceconfig.json", "[j
                                 {"AWS_BATCH_JOB_NODE_INDEX", "1"},
                                 {"AWS_BATCH_JOB_MAIN_NODE_INDEX", "0"},
                                 {"AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "10.1.2.3"},
+                                {"AWS_BATCH_JOB_ID", "9f1e2d3c#1"},
                                 {"TRAIN_NETWORK_INTERFACE", "ens5"}};
   auto job = load_job_description(dir.paths(), environment, gpu_host, CheckMode::this_host);
   CHECK(job.cluster.platform == JobPlatform::aws_batch);

@@ -241,72 +241,173 @@ TEST_CASE("Open MPI daemons are found on this host only", "[multi_host]") {
   REQUIRE(::geteuid() == 0);
 }
 
-TEST_CASE("AWS Batch children register with the main node, duplicates and strangers are handled",
+namespace {
+
+// One registration line sent from `source` (a loopback address: all of 127.0.0.0/8 is this host's) to the
+// main node on 127.0.0.1:`port`; returns the answer line, or "" when the connection closed without one.
+std::string send_registration(const std::string& source, int port, const std::string& line,
+                              std::chrono::seconds answer_limit = std::chrono::seconds(10)) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  timeval limit{static_cast<time_t>(answer_limit.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  if (!line.empty()) REQUIRE(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  std::string answer;
+  char c = 0;
+  while (::read(fd, &c, 1) == 1 && c != '\n') answer.push_back(c);
+  ::close(fd);
+  return answer;
+}
+
+BatchNodeInfo batch_job_node(int index, int num_nodes) {
+  BatchNodeInfo node = batch_node(index, num_nodes);
+  node.job_id = "4f0c2a7e-job";
+  return node;
+}
+
+std::future<std::string> register_child(int index, int num_nodes, int slots, int port) {
+  return std::async(std::launch::async, [=] {
+    SignalInbox child_inbox;
+    JobWaiter child_waiter(child_inbox);
+    return register_with_main_node(batch_job_node(index, num_nodes), slots, port, std::chrono::seconds(10),
+                                   child_waiter);
+  });
+}
+
+const std::string refused_prefix = R"({"accepted":false,"reason":)";
+
+}  // namespace
+
+TEST_CASE("AWS Batch children register with the main node under the job's ID; re-sending is idempotent",
           "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
   const int port = unused_port();
-  RegistrationServer server(port);
-  auto child = [&](int index, int slots) {
-    return std::async(std::launch::async, [=] {
-      SignalInbox child_inbox;
-      JobWaiter child_waiter(child_inbox);
-      BatchNodeInfo node = batch_node(index, 3);
-      node.main_node_address = "127.0.0.1";
-      return register_with_main_node(node, slots, port, std::chrono::seconds(10), child_waiter);
-    });
-  };
-  // The main node collects on its own thread; node 1 registers last, so that the stranger and both of
-  // node 2's registrations are answered while the collection still runs (after it, only the refusal
-  // below answers).
+  RegistrationServer server("127.0.0.1", port);
+  // The main node collects on its own thread; node 1 registers last, so that both of node 2's
+  // registrations are answered while the collection still runs (after it, only the refusal below answers).
   auto collected = std::async(std::launch::async, [&] {
-    return server.collect(batch_node(0, 3), 2, std::chrono::seconds(20), waiter);
+    return server.collect(batch_job_node(0, 3), 2, std::chrono::seconds(20), waiter);
   });
-  auto stranger = child(0, 2);  // node index 0 is the main node itself, not a child: refused
-  CHECK_THROWS_WITH(stranger.get(), Catch::Contains("node index 0 is not a child"));
-  auto first = child(2, 2);
-  CHECK(first.get() == "127.0.0.1");
-  auto again = child(2, 2);  // node 2 once more, as after a restart: the later one counts
-  CHECK(again.get() == "127.0.0.1");
-  auto second = child(1, 2);
-  CHECK(second.get() == "127.0.0.1");
+  CHECK(register_child(2, 3, 2, port).get() == "127.0.0.1");
+  // Node 2 again from the same address, as when its answer was lost and it retried: accepted again.
+  CHECK(register_child(2, 3, 2, port).get() == "127.0.0.1");
+  CHECK(register_child(1, 3, 2, port).get() == "127.0.0.1");
   auto children = collected.get();
   REQUIRE(children.size() == 2);
   CHECK(children.at(1).address == "127.0.0.1");
   CHECK(children.at(2).slots == 2);
-  CHECK(server.own_address() == "127.0.0.1");
 
   server.refuse_from_now_on("training has started");
-  auto late = child(1, 2);
-  CHECK_THROWS_WITH(late.get(), Catch::Contains("training has started"));
+  CHECK_THROWS_WITH(register_child(1, 3, 2, port).get(), Catch::Contains("training has started"));
 }
 
-TEST_CASE("a child with a different slot count fails the registration on both sides", "[multi_host]") {
+TEST_CASE("the main node refuses what is not one of the job's nodes, logs it, and keeps waiting for the real ones",
+          "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
   const int port = unused_port();
-  RegistrationServer server(port);
-  auto child = std::async(std::launch::async, [=] {
-    SignalInbox child_inbox;
-    JobWaiter child_waiter(child_inbox);
-    return register_with_main_node(batch_node(1, 2), 4, port, std::chrono::seconds(10), child_waiter);
+  RegistrationServer server("127.0.0.1", port);
+  auto collected = std::async(std::launch::async, [&] {
+    return server.collect(batch_job_node(0, 3), 2, std::chrono::seconds(30), waiter);
   });
-  CHECK_THROWS_WITH(server.collect(batch_node(0, 2), 8, std::chrono::seconds(10), waiter),
-                    Catch::Contains("node 1 runs 4 rank(s) but the main node runs 8"));
-  CHECK_THROWS_WITH(child.get(), Catch::Contains("runs 4 rank(s)"));
+  // A connection that never sends anything is held open throughout: the others are served meanwhile.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    REQUIRE(::connect(silent, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  }
+  const std::string stranger = "127.0.0.9";
+  // Without the job's ID (the issue's two lines: the first failed the job, the second took node 1's place).
+  CHECK(send_registration(stranger, port, "{\"node_index\":1,\"slots\":99}\n") ==
+        refused_prefix + R"x("expected one JSON line with the job's job_id (a string), node_index and slots (integers)"})x");
+  CHECK(send_registration(stranger, port, "{\"node_index\":1,\"slots\":2}\n").starts_with(refused_prefix));
+  // Another job's ID; the answer does not say this job's.
+  CHECK(send_registration(stranger, port, R"({"job_id":"other-job","node_index":1,"slots":2})" "\n") ==
+        refused_prefix + R"x("it does not name this job (its job_id is not this job's AWS_BATCH_JOB_ID)"})x");
+  CHECK(send_registration(stranger, port, "not json\n").starts_with(refused_prefix));
+  CHECK(send_registration(stranger, port, std::string(4500, 'x')).starts_with(refused_prefix));  // read whole: no reset
+  // The job's ID, but nothing a child of this job could send.
+  for (auto [line, reason] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"job_id":"4f0c2a7e-job","node_index":0,"slots":2})", "node index 0 is not a child of this 3-node job (main node index 0)"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":3,"slots":2})", "node index 3 is not a child of this 3-node job (main node index 0)"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":-1,"slots":2})", "node index -1 is not a child"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":99999999999,"slots":2})", "node index 99999999999 is not a child"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":1,"slots":0})", "node 1 registers 0 slot(s); a node runs 1 to 1024 rank(s)"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":1,"slots":99999})", "node 1 registers 99999 slot(s); a node runs 1 to 1024 rank(s)"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":1,"slots":99})", "node 1 runs 99 rank(s) but the main node runs 2"},
+           {R"({"job_id":"4f0c2a7e-job","node_index":1.5,"slots":2})", "expected one JSON line"}}) {
+    CAPTURE(line);
+    auto answer = send_registration(stranger, port, line + "\n");
+    CHECK(answer.starts_with(refused_prefix));
+    CHECK_THAT(answer, Catch::Contains(reason));
+  }
+  // The real node 1 (from 127.0.0.1) and node 2: the job goes on.
+  CHECK(register_child(1, 3, 2, port).get() == "127.0.0.1");
+  // A node index already registered, from another address, is refused; from node 1's own address it is not.
+  CHECK(send_registration(stranger, port, R"({"job_id":"4f0c2a7e-job","node_index":1,"slots":2})" "\n") ==
+        refused_prefix + R"x("node index 1 is already registered from 127.0.0.1"})x");
+  CHECK(register_child(2, 3, 2, port).get() == "127.0.0.1");
+  auto children = collected.get();
+  REQUIRE(children.size() == 2);
+  CHECK(children.at(1).address == "127.0.0.1");
+  CHECK(children.at(2).address == "127.0.0.1");
+  // The silent connection was still waiting for its line when every child had registered: it held no one up.
+  timeval limit{5, 0};
+  ::setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  char c = 0;
+  CHECK(::read(silent, &c, 1) == 0);  // closed unanswered when the collection ended
+  ::close(silent);
+}
+
+TEST_CASE("the main node listens on the job's interface address only", "[multi_host]") {
+  const int port = unused_port();
+  RegistrationServer server("127.0.0.1", port);
+  std::string why_not;
+  const int other = connect_tcp("127.0.0.2", port, std::chrono::seconds(2), &why_not);
+  CHECK(other < 0);
+  CHECK_THAT(why_not, Catch::Contains("refused"));
+  if (other >= 0) ::close(other);
+  const int own = connect_tcp("127.0.0.1", port, std::chrono::seconds(2), &why_not);
+  CHECK(own >= 0);
+  if (own >= 0) ::close(own);
+}
+
+TEST_CASE("a child with a different slot count is refused; the main node names it when it gives up", "[multi_host]") {
+  SignalInbox inbox;
+  JobWaiter waiter(inbox);
+  const int port = unused_port();
+  RegistrationServer server("127.0.0.1", port);
+  auto child = register_child(1, 2, 4, port);
+  CHECK_THROWS_WITH(server.collect(batch_job_node(0, 2), 8, std::chrono::seconds(3), waiter),
+                    Catch::Contains("1 of 1 child node(s) did not register within 3 s (missing node index 1)") &&
+                        Catch::Contains("The last registrations refused: 127.0.0.1: node 1 runs 4 rank(s) but the "
+                                        "main node runs 8"));
+  CHECK_THROWS_WITH(child.get(), Catch::Contains("refused this node's registration: node 1 runs 4 rank(s)"));
 }
 
 TEST_CASE("the main node gives up on missing children after its timeout, naming them", "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
-  RegistrationServer server(unused_port());
-  CHECK_THROWS_WITH(server.collect(batch_node(0, 3), 1, std::chrono::seconds(1), waiter),
+  RegistrationServer server("127.0.0.1", unused_port());
+  CHECK_THROWS_WITH(server.collect(batch_job_node(0, 3), 1, std::chrono::seconds(1), waiter),
                     Catch::Contains("2 of 2 child node(s) did not register within 1 s (missing node index 1, 2)"));
 }
 
 TEST_CASE("a child gives up on an unreachable main node after its timeout", "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
-  CHECK_THROWS_WITH(register_with_main_node(batch_node(1, 2), 1, unused_port(), std::chrono::seconds(2), waiter),
+  CHECK_THROWS_WITH(register_with_main_node(batch_job_node(1, 2), 1, unused_port(), std::chrono::seconds(2), waiter),
                     Catch::Contains("could not register with the main node 127.0.0.1"));
 }
