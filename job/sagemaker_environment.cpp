@@ -229,9 +229,8 @@ EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentM
   variables["CURRENT_HOST"] = job.cluster.current_host;
   variables["SAGEMAKER_JOB_NAME"] = job.platform.job_name;
   std::string region = job.platform.region;
-  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {  // where boto3 finds the region otherwise
-    if (region.empty()) region = lookup(environment, name).value_or("");
-  }
+  // Else boto3's region, which (without a ~/.aws/config) is AWS_DEFAULT_REGION's; boto3 reads no AWS_REGION.
+  if (region.empty()) region = lookup(environment, "AWS_DEFAULT_REGION").value_or("");
   variables["SAGEMAKER_REGION"] = region;
   return variables;
 }

@@ -17,7 +17,7 @@ namespace train {
 
 // The SM_* variables, and the toolkit's other variables of a rank's environment (CURRENT_HOST,
 // SAGEMAKER_JOB_NAME, SAGEMAKER_REGION). `environment` is the launcher's (TRAINING_JOB_NAME,
-// SAGEMAKER_PROGRAM, SAGEMAKER_TRAINING_MODULE, AWS_REGION are read from it).
+// SAGEMAKER_PROGRAM, SAGEMAKER_TRAINING_MODULE, AWS_DEFAULT_REGION are read from it).
 EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentMap& environment = {});
 
 // The user's hyperparameters as the toolkit hands them to the user's program (SM_HPS): every key of

@@ -50,7 +50,7 @@ struct HostJob {
     dir.write_config("inputdataconfig.json", input_data_config_text);
     for (const char* channel : {"train", "validation", "my-data"}) dir.make_channel_dir(channel);
     job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host, Workload::user_command);
-    variables = sagemaker_variables(job, {{"TRAINING_JOB_NAME", "tune-007-3f2a"}, {"AWS_REGION", "eu-west-1"}});
+    variables = sagemaker_variables(job, {{"TRAINING_JOB_NAME", "tune-007-3f2a"}, {"AWS_DEFAULT_REGION", "eu-west-1"}, {"AWS_REGION", "us-east-2"}});
   }
   std::string at(const std::string& name) const {
     auto it = variables.find(name);
