@@ -384,6 +384,19 @@ std::string joined(const std::vector<Item>& items, const char* separator, auto&&
 
 }  // namespace
 
+const PythonValue* find_entry(const PythonValue& dict, std::string_view key) {
+  for (const auto& [name, value] : dict.entries) {
+    if (name == key) return &value;
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, PythonValue>> sorted_entries(const PythonValue& dict) {
+  auto entries = dict.entries;
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return entries;
+}
+
 std::optional<PythonValue> python_json_loads(std::string_view text) {
   if (text.substr(0, 3) == "\xEF\xBB\xBF") return std::nullopt;  // "Unexpected UTF-8 BOM"
   return PythonJsonParser(text).parse_document();
@@ -482,9 +495,7 @@ std::string python_json_dumps(const PythonValue& value) {
     case Kind::list:
       return "[" + joined(value.items, ",", [](const PythonValue& item) { return python_json_dumps(item); }) + "]";
     case Kind::dict: {
-      auto entries = value.entries;  // sort_keys=True: code point order, which is UTF-8's byte order
-      std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      return "{" + joined(entries, ",", [](const auto& entry) {
+      return "{" + joined(sorted_entries(value), ",", [](const auto& entry) {
                return string_json(entry.first) + ":" + python_json_dumps(entry.second);
              }) + "}";
     }

@@ -34,6 +34,12 @@ struct PythonValue {
   bool operator==(const PythonValue& other) const;
 };
 
+// A dict's value for `key`, or nullptr.
+const PythonValue* find_entry(const PythonValue& dict, std::string_view key);
+
+// A dict's entries sorted by key, as Python's sorted() orders str (code points: UTF-8's byte order).
+std::vector<std::pair<std::string, PythonValue>> sorted_entries(const PythonValue& dict);
+
 // Python's json.loads(text), nullopt where Python raises (not JSON; a byte order mark; an integer of more
 // than 4,300 digits, Python's limit since 3.11; a lone UTF-16 surrogate, which Python would accept but the
 // toolkit could not put into the environment). NaN, Infinity and -Infinity are accepted, as Python does.

@@ -28,10 +28,8 @@ std::string upper(std::string text) {
 std::string command_line_value(const PythonValue& value) {
   if (value.kind == PythonValue::Kind::none) return "";
   if (value.kind == PythonValue::Kind::dict) {
-    auto entries = value.entries;
-    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::string joined;
-    for (const auto& [key, item] : entries) joined += (joined.empty() ? "" : ",") + key + "=" + python_str(item);
+    for (const auto& [key, item] : sorted_entries(value)) joined += (joined.empty() ? "" : ",") + key + "=" + python_str(item);
     return joined;
   }
   return python_str(value);
@@ -48,10 +46,8 @@ PythonValue py(const nlohmann::json& value) { return python_value_from_json(valu
 
 // The toolkit's value of a platform key, or `fallback` when the job does not set it.
 PythonValue platform_value(const JobDescription& job, std::string_view key, PythonValue fallback) {
-  for (const auto& [name, value] : job.hyperparameters.toolkit_values().entries) {
-    if (name == key) return value;
-  }
-  return fallback;
+  const PythonValue* value = find_entry(job.hyperparameters.toolkit_values(), key);
+  return value != nullptr ? *value : fallback;
 }
 
 }  // namespace
@@ -66,10 +62,7 @@ PythonValue user_hyperparameters(const JobDescription& job) {
 
 std::vector<std::string> user_command_arguments(const JobDescription& job) {
   std::vector<std::string> arguments;
-  auto hyperparameters = user_hyperparameters(job).entries;
-  std::stable_sort(hyperparameters.begin(), hyperparameters.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [key, value] : hyperparameters) {
+  for (const auto& [key, value] : sorted_entries(user_hyperparameters(job))) {
     // The toolkit's arg_name: "--" before a name of more than one character (Python's, not UTF-8's bytes).
     const auto characters = std::count_if(key.begin(), key.end(), [](char c) { return (c & 0xC0) != 0x80; });
     arguments.push_back((characters > 1 ? "--" : "-") + key);

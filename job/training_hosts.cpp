@@ -25,19 +25,12 @@ bool python_truth(const PythonValue& value) {
   return false;
 }
 
-const PythonValue* find_key(const PythonValue& dict, std::string_view key) {
-  for (const auto& [name, value] : dict.entries) {
-    if (name == key) return &value;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 DistributionGroups distribution_groups(const PythonValue& hyperparameters, const std::optional<ResourceConfig>& config) {
   DistributionGroups groups;
   groups.value.kind = PythonValue::Kind::list;
-  if (const PythonValue* named = find_key(hyperparameters, "sagemaker_distribution_instance_groups")) {
+  if (const PythonValue* named = find_entry(hyperparameters, "sagemaker_distribution_instance_groups")) {
     groups.value = *named;
     groups.named_by_job = true;
     if (named->is_string()) groups.names.push_back(named->text);
@@ -51,7 +44,7 @@ DistributionGroups distribution_groups(const PythonValue& hyperparameters, const
                               "sagemaker_distributed_dataparallel_enabled", "sagemaker_pytorch_ddp_enabled",
                               "sagemaker_pytorch_xla_multi_worker_enabled",
                               "sagemaker_multi_worker_mirrored_strategy_enabled", "sagemaker_torch_distributed_enabled"}) {
-    const PythonValue* flag = find_key(hyperparameters, enabled);
+    const PythonValue* flag = find_entry(hyperparameters, enabled);
     if (flag != nullptr && python_truth(*flag)) {
       const std::string own = config && !config->current_group_name.empty() ? config->current_group_name
                                                                             : "homogeneousCluster";

@@ -7,10 +7,17 @@ fit() raised and with what.
 DOCKER_HOST, the fake AWS credentials and a `docker` on PATH come from the caller (tests/sdk)."""
 import argparse
 import json
+import os
 import sys
+import tempfile
 
-from sagemaker.estimator import Estimator
-from sagemaker.local import LocalSession
+# No telemetry: nothing outside this machine is reached (the SDK's opt-out, in a user config of our own).
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
+    config.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
+os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config.name
+
+from sagemaker.estimator import Estimator  # noqa: E402
+from sagemaker.local import LocalSession  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--image", required=True)
@@ -34,5 +41,6 @@ try:
     estimator.fit({"train": f"file://{args.train}"} if args.train else None, wait=True, logs=True)
 except Exception as error:  # noqa: BLE001 - what the user would see is the point
     result["raised"] = f"{type(error).__name__}: {error}"
+os.unlink(config.name)
 sys.stdout.flush()
 print("RESULT " + json.dumps(result), flush=True)
