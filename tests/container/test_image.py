@@ -179,6 +179,18 @@ class ImageTest(unittest.TestCase):
         # 2 ranks on each container, trained together.
         self.assertIn("parameters identical on all 4 ranks", logs["algo-1"], everything)
 
+    def test_5_command_ranks_see_the_jobs_host_name(self):
+        # The container is called otherwise; `train -- hostname` (GNU hostname asks gethostname()) answers
+        # with the job's current_host in every rank: the image has the library beside train, as the toolkit's
+        # MPI runner preloads its own.
+        opt_ml = self.job_dir("hostname", "algo-1", ["algo-1"], {"processes_per_host": 2})
+        args = ["--pull=never", "--hostname", "container-7", "-v", f"{opt_ml}:/opt/ml"]
+        result = self.session.run_container(self.session.name("hostname"), args, self.image, ["--", "hostname"],
+                                            timeout=JOB_LIMIT)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertEqual(sorted(re.findall(r"^\[rank (\d)\] (\S+)$", result.stdout, re.M)),
+                         [("0", "algo-1"), ("1", "algo-1")], result.stdout)
+
     def test_4_ranks_of_one_host_need_no_ptrace_rights(self):
         # Docker's default container may not ptrace its own processes (no CAP_SYS_PTRACE; Yama's ptrace_scope 1
         # on Ubuntu hosts), so Open MPI's single-copy transfers between a host's ranks (process_vm_readv)
