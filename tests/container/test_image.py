@@ -183,7 +183,8 @@ class ImageTest(unittest.TestCase):
         # The container is called otherwise; `train -- hostname` (GNU hostname asks gethostname()) answers
         # with the job's current_host in every rank: the image has the library beside train, as the toolkit's
         # MPI runner preloads its own.
-        opt_ml = self.job_dir("hostname", "algo-1", ["algo-1"], {"processes_per_host": 2})
+        # (The platform's alias of processes_per_host: a user key would be appended to hostname's arguments.)
+        opt_ml = self.job_dir("hostname", "algo-1", ["algo-1"], {"sagemaker_mpi_num_of_processes_per_host": 2})
         args = ["--pull=never", "--hostname", "container-7", "-v", f"{opt_ml}:/opt/ml"]
         result = self.session.run_container(self.session.name("hostname"), args, self.image, ["--", "hostname"],
                                             timeout=JOB_LIMIT)
