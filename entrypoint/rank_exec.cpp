@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <filesystem>
 #include <ctime>
 #include <optional>
 #include <sys/resource.h>
@@ -45,6 +46,26 @@ constexpr auto leftover_limit = std::chrono::seconds(10);
     ::raise(sig);
   }
   ::_exit(exit_code_from_wait_status(status));
+}
+
+// The library that makes gethostname() answer with the job's host name (preload/job_host_name.c), beside
+// this executable, preloaded into a SageMaker job's command as the toolkit's MPI runner preloads its own
+// (ahead of any LD_PRELOAD the job sets, which is kept). Elsewhere (AWS Batch, a local run) the host's name
+// is the job's already.
+void preload_job_host_name(const JobDescription& job, EnvironmentMap& environment, int rank) {
+  if (!job.resource_config) return;
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const auto library = self.parent_path() / "libtrain_job_host_name.so";
+  if (error || !std::filesystem::exists(library, error)) {
+    if (rank == 0) {
+      log_info("warning: {} is missing, so gethostname() in the command returns the container's name, not \"{}\"",
+               library.string(), job.cluster.current_host);
+    }
+    return;
+  }
+  const auto given = lookup(environment, "LD_PRELOAD");
+  environment["LD_PRELOAD"] = library.string() + (given && !given->empty() ? ":" + *given : "");
 }
 
 std::string base_name(const std::string& path) {
@@ -90,7 +111,9 @@ int run_rank_exec(const std::vector<std::string>& command) {
     options.capture_output = false;
     options.new_process_group = true;  // mpirun signals our group: SIGUSR2 must not reach the program
     options.die_with_parent = true;
-    child = spawn_child(argv, rank_program_environment(job, environment, *identity), options);
+    EnvironmentMap program_environment = rank_program_environment(job, environment, *identity);
+    preload_job_host_name(job, program_environment, identity->rank);
+    child = spawn_child(argv, program_environment, options);
   } catch (const std::exception& error) {
     log_error("rank {}: {}", identity->rank, error.what());
     return exit_code::launch_failed;

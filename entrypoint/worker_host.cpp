@@ -2,6 +2,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "entrypoint/child_process.h"
 #include "entrypoint/host_failure.h"
 #include "entrypoint/network_probe.h"
 #include "entrypoint/ranks_on_host.h"
@@ -22,6 +23,8 @@ constexpr auto poll_interval = std::chrono::milliseconds(500);
 constexpr auto probe_interval = std::chrono::seconds(3);
 constexpr auto probe_timeout = std::chrono::milliseconds(2500);
 constexpr auto progress_every = std::chrono::seconds(30);
+// How long a worker stays after its master is gone, so that the master's exit is seen first.
+constexpr auto master_gone_margin = std::chrono::seconds(2);
 
 long long seconds_since(clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::seconds>(clock::now() - start).count();
@@ -107,6 +110,35 @@ void end_daemons(std::chrono::seconds grace) {
   for (pid_t pid : mpi_daemons_on_this_host()) ::kill(pid, SIGKILL);
 }
 
+// After this host's ranks have exited: wait (bounded) until the master is gone, then a little more, as the
+// toolkit's worker outlives its master. Where the first container to exit decides the job's outcome (the
+// SDK's local mode: docker-compose up --abort-on-container-exit), the master's exit code must come first; a
+// worker that left at once made a failed job "complete". Returns 0 (the master reports the outcome), also
+// when a stop signal ends the wait, which it does at once.
+int outlive_master(const JobDescription& job, const std::string& address, const MultiHostSettings& settings,
+                   JobWaiter& waiter) {
+  const auto bound = settings.master_linger + settings.master_lost_timeout + std::chrono::seconds(30);
+  log_info("the ranks on this host have exited; the master {} reports the job's outcome: waiting up to {} s for it "
+           "to finish",
+           job.cluster.master_host, bound.count());
+  const auto start = clock::now();
+  std::string why_not;
+  while (ssh_answers(address, settings.ssh_port, probe_timeout, &why_not)) {
+    if (clock::now() - start > bound) {
+      log_info("the master {} still answers after {} s; this host is done", job.cluster.master_host, bound.count());
+      return exit_code::success;
+    }
+    if (!waiter.pause(std::chrono::seconds(1))) {
+      log_info("received {} while waiting for the master to finish; this host is done",
+               signal_name(*waiter.stop_signal()));
+      return exit_code::success;
+    }
+  }
+  log_info("the master {} has finished ({}); this host is done", job.cluster.master_host, why_not);
+  waiter.pause(master_gone_margin);
+  return exit_code::success;
+}
+
 }  // namespace
 
 int run_worker(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,
@@ -158,8 +190,7 @@ int run_worker(const JobDescription& job, const std::string& master_address, con
     waiter.pause(poll_interval);
   }
   master.confirm_alive();
-  log_info("the ranks on this host have exited; the master {} reports the job's outcome", job.cluster.master_host);
-  return exit_code::success;
+  return outlive_master(job, master_address, settings, waiter);
 }
 
 int run_idle_host(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,

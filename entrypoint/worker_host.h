@@ -13,7 +13,9 @@
 namespace train {
 
 // Returns 0 when this host's ranks have come and gone while the master stayed reachable (the master
-// reports the job's outcome), 128+N after a stop signal N. Throws HostFailure when the master never
+// reports the job's outcome), after waiting (bounded: TRAIN_MASTER_LINGER_SECONDS + TRAIN_MASTER_LOST_SECONDS
+// + 30 s) until the master is gone and 2 s more, so that the master exits first, as under the toolkit;
+// a stop signal ends that wait at once, still with 0. 128+N after a stop signal N while the ranks run. Throws HostFailure when the master never
 // answered, the ranks never appeared, or the master was lost.
 int run_worker(const JobDescription& job, const std::string& master_address, const MultiHostSettings& settings,
                std::chrono::seconds stop_grace, JobWaiter& waiter);

@@ -208,7 +208,7 @@ nlohmann::json Hyperparameters::effective() const {
 }
 
 Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
-                                      Workload workload) {
+                                      Workload workload, const PythonValue* toolkit_document) {
   if (!document.is_object()) {
     throw ConfigError(fmt::format("{}: expected a JSON object mapping hyperparameter names to string values, got {}",
                                   source, describe_json_type(document)));
@@ -227,6 +227,15 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
     }
   }
 
+  if (toolkit_document != nullptr && toolkit_document->kind == PythonValue::Kind::dict) {
+    for (const auto& [key, raw] : toolkit_document->entries) {
+      result.toolkit_values_.entries.emplace_back(key, decode_toolkit_value(raw));
+    }
+  } else {
+    for (const auto& [key, raw] : document.items()) {
+      result.toolkit_values_.entries.emplace_back(key, decode_toolkit_value(python_value_from_json(raw)));
+    }
+  }
   for (const auto& [key, raw] : document.items()) {
     nlohmann::json decoded = decode_hyperparameter_value(raw);
     result.decoded_[key] = decoded;
@@ -296,10 +305,13 @@ Hyperparameters read_hyperparameters(const std::filesystem::path& path, Workload
   if (!std::filesystem::exists(path, error)) {
     return parse_hyperparameters(nlohmann::json::object(), path.string(), workload);
   }
-  auto document = read_json_file(path);
+  const std::string text = read_small_file(path, max_config_file_bytes);
+  auto document = parse_json_text(text, path.string());
+  // The file as Python reads it; the checks above already refused what Python would not read.
+  const std::optional<PythonValue> toolkit_document = python_json_loads(text);
   // Prefix messages with the file so the user knows where to look.
   try {
-    return parse_hyperparameters(document, path.string(), workload);
+    return parse_hyperparameters(document, path.string(), workload, toolkit_document ? &*toolkit_document : nullptr);
   } catch (const ConfigError& problem) {
     std::string message = problem.what();
     std::string prefixed;

@@ -3,6 +3,7 @@
 
 #include "job/hyperparameter_schema.h"
 #include "job/mpi_options.h"
+#include "job/python_value.h"
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,10 @@ class Hyperparameters {
   // Every key of the file, sagemaker_* included, with its value JSON-decoded as the toolkit does
   // (the source of SM_HPS and SM_HP_*).
   const nlohmann::json& decoded() const { return decoded_; }
+  // The same keys as the toolkit holds them (Python's json.load of the file, then json.loads of each string
+  // value): a dict in the file's order, integers of any size, NaN and Infinity. What reaches a user's
+  // program (SM_HPS, SM_HP_*, the arguments) is written from these.
+  const PythonValue& toolkit_values() const { return toolkit_values_; }
 
   // The effective settings, every schema key with its value or default, as a JSON object.
   nlohmann::json effective() const;
@@ -52,17 +57,21 @@ class Hyperparameters {
 
  private:
   friend Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
-                                               Workload workload);
+                                               Workload workload, const PythonValue* toolkit_document);
   std::map<std::string, HyperparameterValue> values_;
   std::set<std::string> given_;
   std::set<std::string> considered_;  // the schema keys this workload reads
   nlohmann::json decoded_ = nlohmann::json::object();
+  PythonValue toolkit_values_{PythonValue::Kind::dict};
 };
 
 // Every problem in the document is reported at once, one per line of the thrown ConfigError. Platform keys
-// (job/platform_keys.h) are kept in decoded() and left to the platform settings.
+// (job/platform_keys.h) are kept in decoded() and left to the platform settings. `toolkit_document` is the
+// file as Python's json.load reads it, when the caller has the file's text (numbers written in the file
+// itself beyond 64 bits stay exact); without it, the toolkit's values are made from `document`.
 Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
-                                      Workload workload = Workload::train_resnet);
+                                      Workload workload = Workload::train_resnet,
+                                      const PythonValue* toolkit_document = nullptr);
 
 // A missing file means "all defaults" (local runs, AWS Batch).
 Hyperparameters read_hyperparameters(const std::filesystem::path& path, Workload workload = Workload::train_resnet);

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -26,10 +27,18 @@ HostResources detect_host_resources() {
   } else {
     resources.cpus = std::max(1u, std::thread::hardware_concurrency());
   }
+  // Python's os.cpu_count() on Linux: the online CPUs, whatever this process's affinity.
+  resources.host_cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   return resources;
 }
 
 namespace {
+
+std::vector<std::string> describe_groups(const ResourceConfig& config) {
+  std::vector<std::string> names;
+  for (const auto& group : config.instance_groups) names.push_back("\"" + group.name + "\"");
+  return names;
+}
 
 // Runs one loader, turning its ConfigError into a collected problem so the others still run.
 template <typename Loader>
@@ -135,6 +144,14 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
       job.cluster = cluster_from_batch(environment);
     } else {
       job.cluster = cluster_for_local_host(local_host_name());
+      // A SageMaker-like folder without resourceconfig.json: most likely a multi-host rehearsal that lost it,
+      // which would otherwise quietly become a one-host job.
+      if (std::filesystem::exists(paths.config_dir(), error) || lookup(environment, "SAGEMAKER_BASE_DIR")) {
+        job.warnings.push_back(fmt::format("no resource config found ({} does not exist): this is a one-host local "
+                                           "job on host \"{}\" (its own host name); write resourceconfig.json "
+                                           "(current_host, hosts) for a SageMaker job of several hosts",
+                                           paths.resource_config().string(), job.cluster.current_host));
+      }
     }
   });
   if (auto interface = lookup(environment, "TRAIN_NETWORK_INTERFACE")) {
@@ -153,10 +170,31 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
     hyperparameters_ok = true;
   });
   job.platform = read_platform_settings(job.hyperparameters.decoded(), problems);
+  job.distribution = distribution_groups(job.hyperparameters.toolkit_values(), job.resource_config);
   collect(problems, [&] {
     if (job.platform.distribution_instance_groups && job.resource_config) {
       select_training_hosts(job.cluster, *job.resource_config, *job.platform.distribution_instance_groups,
                             job.warnings);
+    } else if (!job.distribution.names.empty() && job.resource_config && !job.resource_config->instance_groups.empty()) {
+      // A distribution enabled (sagemaker_mpi_enabled, ...) without naming its groups: the toolkit trains this
+      // host's own group, so on a heterogeneous cluster each group runs an MPI world of its own.
+      const bool heterogeneous = job.resource_config->instance_groups.size() > 1;
+      if (heterogeneous && workload == Workload::train_resnet) {
+        throw ConfigError(fmt::format(
+            "this heterogeneous cluster (instance groups {}) enables a distribution (sagemaker_mpi_enabled or "
+            "another sagemaker_*_enabled hyperparameter) without naming the groups that train, so each group "
+            "would train a model of its own into the same checkpoints; name them in the hyperparameter "
+            "sagemaker_distribution_instance_groups (the SDK's distribution={{\"instance_groups\": [...]}})",
+            fmt::join(describe_groups(*job.resource_config), ", ")));
+      }
+      select_training_hosts(job.cluster, *job.resource_config, job.distribution.names, job.warnings);
+      if (heterogeneous) {
+        job.warnings.push_back(fmt::format(
+            "a distribution is enabled without sagemaker_distribution_instance_groups: as under the toolkit, "
+            "each instance group runs its own MPI world, and this host's is group \"{}\" ({}); name the groups "
+            "in sagemaker_distribution_instance_groups to run one world over them",
+            job.distribution.names.front(), fmt::join(job.cluster.hosts, ", ")));
+      }
     }
   });
   collect(problems, [&] { job.outputs = read_output_locations(paths); });
@@ -200,7 +238,7 @@ nlohmann::json describe_effective_configuration(const JobDescription& job) {
   nlohmann::json command_keys = nlohmann::json::object();
   for (const auto& [key, value] : job.hyperparameters.decoded().items()) {
     if (is_platform_key(key)) platform_keys[key] = value;
-    else if (!hyperparameters.contains(key)) command_keys[key] = value;
+    else command_keys[key] = value;  // a command gets every key that is not the platform's, the launcher's too
   }
   if (job.workload == Workload::train_resnet) hyperparameters["precision_dtype"] = job.precision;
   std::vector<std::string> idle_hosts;

@@ -10,6 +10,7 @@
 #include "job/output_locations.h"
 #include "job/platform_keys.h"
 #include "job/resource_config.h"
+#include "job/training_hosts.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,11 +22,12 @@ namespace train {
 
 struct HostResources {
   int gpus = 0;
-  int cpus = 1;
+  int cpus = 1;       // the CPUs this process may run on (its affinity mask): what the ranks' threads share
+  int host_cpus = 1;  // every CPU of the host, as the toolkit counts them for SM_NUM_CPUS (multiprocessing.cpu_count)
   std::string gpu_note;  // why gpus is 0, when it is
 };
 
-// Asks the CUDA runtime (when built with it) and the CPU affinity mask.
+// Asks the CUDA runtime (when built with it), the CPU affinity mask and the host's online CPUs.
 HostResources detect_host_resources();
 
 // `this_host`: the job runs here now, so what this host lacks (GPUs) is an error.
@@ -39,6 +41,7 @@ struct JobDescription {
   Workload workload = Workload::train_resnet;
   Hyperparameters hyperparameters;
   PlatformSettings platform;  // what the platform's own hyperparameters say
+  DistributionGroups distribution;  // the toolkit's distribution instance groups (SM_DISTRIBUTION_INSTANCE_GROUPS)
   InputDataConfig input;
   OutputLocations outputs;  // checkpoints and TensorBoard files
   HostResources resources;

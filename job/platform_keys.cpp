@@ -74,9 +74,6 @@ PlatformSettings read_platform_settings(const nlohmann::json& decoded, ConfigPro
       settings.distribution_instance_groups = std::move(groups);
     }
   }
-  settings.program = decoded.value("sagemaker_program", nlohmann::json());
-  settings.submit_directory = decoded.value("sagemaker_submit_directory", nlohmann::json());
-  settings.log_level = decoded.value("sagemaker_container_log_level", nlohmann::json(20));
   settings.job_name = text_of(decoded.value("sagemaker_job_name", nlohmann::json()));
   settings.region = text_of(decoded.value("sagemaker_region", nlohmann::json()));
   return settings;

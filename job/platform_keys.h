@@ -31,9 +31,6 @@ struct PlatformSettings {
   std::optional<int64_t> num_processes;
   // sagemaker_distribution_instance_groups: the instance groups whose hosts train (heterogeneous clusters).
   std::optional<std::vector<std::string>> distribution_instance_groups;
-  nlohmann::json program;           // sagemaker_program (null when absent): SM_USER_ENTRY_POINT, SM_MODULE_NAME
-  nlohmann::json submit_directory;  // sagemaker_submit_directory: SM_MODULE_DIR
-  nlohmann::json log_level = 20;    // sagemaker_container_log_level (Python's logging.INFO when absent)
   std::string job_name;             // sagemaker_job_name: SAGEMAKER_JOB_NAME
   std::string region;               // sagemaker_region: SAGEMAKER_REGION
 };

@@ -1,6 +1,7 @@
 #include "job/sagemaker_environment.h"
 
 #include "job/platform_keys.h"
+#include "job/training_hosts.h"
 
 #include <fmt/format.h>
 
@@ -9,11 +10,10 @@
 
 namespace train {
 
-std::string encode_environment_value(const nlohmann::json& value) {
-  if (value.is_null()) return "";
-  if (value.is_string()) return value.get<std::string>();
-  // nlohmann's objects are ordered maps, so keys come out sorted as with json.dumps(sort_keys=True).
-  return value.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+std::string encode_environment_value(const PythonValue& value) {
+  if (value.kind == PythonValue::Kind::none) return "";
+  if (value.is_string()) return value.text;
+  return python_json_dumps(value);
 }
 
 namespace {
@@ -23,77 +23,49 @@ std::string upper(std::string text) {
   return text;
 }
 
-std::string python_repr(const nlohmann::json& value);
-
-// Python's str() of a decoded value: strings as they are, the rest as repr() ("True", "[30, 60]").
-std::string python_str(const nlohmann::json& value) {
-  return value.is_string() ? value.get<std::string>() : python_repr(value);
-}
-
-// Python's repr() of a decoded JSON value (what str() of a list or dict shows for its items).
-std::string python_repr(const nlohmann::json& value) {
-  if (value.is_null()) return "None";
-  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
-  if (value.is_string()) {
-    const auto& text = value.get_ref<const std::string&>();
-    const char quote = (text.find('\'') != std::string::npos && text.find('"') == std::string::npos) ? '"' : '\'';
-    std::string quoted(1, quote);
-    for (char c : text) {
-      if (c == quote || c == '\\') quoted += {'\\', c};
-      else if (c == '\n') quoted += "\\n";
-      else if (c == '\r') quoted += "\\r";
-      else if (c == '\t') quoted += "\\t";
-      else if ((c >= 0 && c < ' ') || c == 0x7f) quoted += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-      else quoted += c;
-    }
-    return quoted + quote;
-  }
-  if (value.is_array()) {
+// The toolkit's command-line form of one hyperparameter value (its mapping.to_cmd_args): None becomes "",
+// a dict "k=v,k2=v2" in sorted key order, anything else Python's str().
+std::string command_line_value(const PythonValue& value) {
+  if (value.kind == PythonValue::Kind::none) return "";
+  if (value.kind == PythonValue::Kind::dict) {
     std::string joined;
-    for (const auto& item : value) joined += (joined.empty() ? "" : ", ") + python_repr(item);
-    return "[" + joined + "]";
-  }
-  if (value.is_object()) {
-    std::string joined;
-    for (const auto& [key, item] : value.items()) {
-      joined += (joined.empty() ? "" : ", ") + python_repr(nlohmann::json(key)) + ": " + python_repr(item);
-    }
-    return "{" + joined + "}";
-  }
-  return value.dump();  // numbers: JSON and Python write them alike
-}
-
-// The toolkit's command-line form of one hyperparameter value (its _mapping.to_cmd_args): None becomes "",
-// a dict "k=v,k2=v2" in key order, anything else Python's str().
-std::string command_line_value(const nlohmann::json& value) {
-  if (value.is_null()) return "";
-  if (value.is_object()) {
-    std::string joined;
-    for (const auto& [key, item] : value.items()) {
-      joined += (joined.empty() ? "" : ",") + key + "=" + python_str(item);
-    }
+    for (const auto& [key, item] : sorted_entries(value)) joined += (joined.empty() ? "" : ",") + key + "=" + python_str(item);
     return joined;
   }
   return python_str(value);
 }
 
+PythonValue dict(std::vector<std::pair<std::string, PythonValue>> entries) {
+  PythonValue value;
+  value.kind = PythonValue::Kind::dict;
+  value.entries = std::move(entries);
+  return value;
+}
+
+PythonValue py(const nlohmann::json& value) { return python_value_from_json(value); }
+
+// The toolkit's value of a platform key, or `fallback` when the job does not set it.
+PythonValue platform_value(const JobDescription& job, std::string_view key, PythonValue fallback) {
+  const PythonValue* value = find_entry(job.hyperparameters.toolkit_values(), key);
+  return value != nullptr ? *value : fallback;
+}
+
 }  // namespace
 
-nlohmann::json user_hyperparameters(const JobDescription& job) {
-  nlohmann::json user = nlohmann::json::object();
-  for (const auto& [key, value] : job.hyperparameters.decoded().items()) {
-    const HyperparameterSpec* spec = find_hyperparameter(key);
-    if (is_platform_key(key) || (spec != nullptr && spec->launcher)) continue;
-    user[key] = value;
+PythonValue user_hyperparameters(const JobDescription& job) {
+  PythonValue user = dict({});
+  for (const auto& [key, value] : job.hyperparameters.toolkit_values().entries) {
+    if (!is_platform_key(key)) user.entries.emplace_back(key, value);  // train's launcher keys too, as the toolkit
   }
   return user;
 }
 
 std::vector<std::string> user_command_arguments(const JobDescription& job) {
   std::vector<std::string> arguments;
-  const nlohmann::json hyperparameters = user_hyperparameters(job);
-  for (const auto& [key, value] : hyperparameters.items()) {  // nlohmann's objects are sorted by key
-    arguments.push_back((key.size() > 1 ? "--" : "-") + key);  // the toolkit's arg_name
+  for (const auto& [key, value] : sorted_entries(user_hyperparameters(job))) {
+    // The toolkit's arg_name: "--" before a name of more than one character (Python's, not UTF-8's bytes).
+    const auto characters = std::count_if(key.begin(), key.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    arguments.push_back((characters > 1 ? "--" : "-") + key);
     arguments.push_back(command_line_value(value));
   }
   return arguments;
@@ -105,10 +77,10 @@ int neuron_cores(const std::string& instance_type) {
 
 EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentMap& environment) {
   const auto& paths = job.paths;
-  const nlohmann::json user_hps = user_hyperparameters(job);
-  nlohmann::json framework_parameters = nlohmann::json::object();
-  for (const auto& [key, value] : job.hyperparameters.decoded().items()) {
-    if (is_platform_key(key) && !is_toolkit_key(key)) framework_parameters[key] = value;
+  const PythonValue user_hps = user_hyperparameters(job);
+  PythonValue framework_parameters = dict({});
+  for (const auto& [key, value] : job.hyperparameters.toolkit_values().entries) {
+    if (is_platform_key(key) && !is_toolkit_key(key)) framework_parameters.entries.emplace_back(key, value);
   }
 
   nlohmann::json channel_dirs = nlohmann::json::object();
@@ -141,125 +113,117 @@ EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentM
     }
     if (auto found = document.find("topology"); found != document.end() && found->is_array()) topology = *found;
   }
-  // The toolkit's distribution groups: the hyperparameter's, else this host's own group when a distribution
-  // is enabled, else none.
-  nlohmann::json distribution_groups = nlohmann::json::array();
-  if (job.platform.distribution_instance_groups) {
-    distribution_groups = *job.platform.distribution_instance_groups;
-  } else {
-    for (const char* enabled : {"sagemaker_mpi_enabled", "sagemaker_parameter_server_enabled",
-                                "sagemaker_distributed_dataparallel_enabled", "sagemaker_pytorch_ddp_enabled",
-                                "sagemaker_pytorch_xla_multi_worker_enabled",
-                                "sagemaker_multi_worker_mirrored_strategy_enabled", "sagemaker_torch_distributed_enabled"}) {
-      auto flag = framework_parameters.find(enabled);
-      if (flag != framework_parameters.end() && flag->is_boolean() && flag->get<bool>()) {
-        distribution_groups.push_back(instance_group);
-        break;
-      }
-    }
-  }
-  // Python's str() of the program, as the toolkit's module name ("None" when there is none), less ".py".
+  // The toolkit's values; what runs agrees with them (job/training_hosts.h: the master is the first
+  // distribution host, as the toolkit's master_hostname).
+  const PythonValue& distribution_groups = job.distribution.value;
+  const std::vector<std::string> training_hosts =
+      distribution_hosts(job.resource_config, job.distribution.names, job.cluster.all_hosts);
+  // The program: the SAGEMAKER_PROGRAM variable, else the hyperparameter; its module name is Python's str()
+  // of it ("None" when there is none) less ".py".
   const auto program_variable = lookup(environment, "SAGEMAKER_PROGRAM");
-  const nlohmann::json entry_point = program_variable ? nlohmann::json(*program_variable) : job.platform.program;
+  const PythonValue entry_point = program_variable ? PythonValue::make_string(*program_variable)
+                                                   : platform_value(job, "sagemaker_program", PythonValue{});
   std::string module_name = python_str(entry_point);
   if (module_name.size() > 3 && module_name.compare(module_name.size() - 3, 3, ".py") == 0) {
     module_name.resize(module_name.size() - 3);
   }
-  const nlohmann::json module_dir = job.platform.submit_directory.is_null()
-                                        ? nlohmann::json((paths.base / "code").string())
-                                        : nlohmann::json(python_str(job.platform.submit_directory));
+  const PythonValue module_dir = PythonValue::make_string(
+      python_str(platform_value(job, "sagemaker_submit_directory", PythonValue::make_string((paths.base / "code").string()))));
+  const PythonValue log_level = platform_value(job, "sagemaker_container_log_level", PythonValue::make_integer(20));
   const auto framework_module = lookup(environment, "SAGEMAKER_TRAINING_MODULE");
   const auto job_name = lookup(environment, "TRAINING_JOB_NAME");
   const int gpus = job.device == "cuda" ? job.resources.gpus : 0;
   const int neurons = neuron_cores(instance_type);
-  nlohmann::json user_args = user_command_arguments(job);
+  const PythonValue user_args = py(user_command_arguments(job));
+  const PythonValue input_data_config = py(job.input.document.is_null() ? nlohmann::json::object() : job.input.document);
+  const PythonValue framework_module_value = framework_module ? PythonValue::make_string(*framework_module) : PythonValue{};
+  const PythonValue is_hetero = py(group_names.size() > 1);
 
-  nlohmann::json values = {
-      {"hosts", job.cluster.all_hosts},
-      {"network_interface_name", job.cluster.network_interface},
+  PythonValue values = dict({
+      {"hosts", py(job.cluster.all_hosts)},
+      {"network_interface_name", py(job.cluster.network_interface)},
       {"hps", user_hps},
       {"user_entry_point", entry_point},
       {"framework_params", framework_parameters},
-      {"resource_config", resource_config},
-      {"input_data_config", job.input.document.is_null() ? nlohmann::json::object() : job.input.document},
-      {"output_data_dir", paths.output_data().string()},
-      {"channels", channel_names},
-      {"current_host", job.cluster.current_host},
-      {"current_instance_type", instance_type},
-      {"current_instance_group", instance_group},
-      {"current_instance_group_hosts", current_group_hosts},
-      {"instance_groups", group_names},
-      {"instance_groups_dict", groups_by_name},
+      {"resource_config", py(resource_config)},
+      {"input_data_config", input_data_config},
+      {"output_data_dir", py(paths.output_data().string())},
+      {"channels", py(channel_names)},
+      {"current_host", py(job.cluster.current_host)},
+      {"current_instance_type", py(instance_type)},
+      {"current_instance_group", py(instance_group)},
+      {"current_instance_group_hosts", py(current_group_hosts)},
+      {"instance_groups", py(group_names)},
+      {"instance_groups_dict", py(groups_by_name)},
       {"distribution_instance_groups", distribution_groups},
-      {"is_hetero", group_names.size() > 1},
-      {"module_name", module_name},
-      {"log_level", job.platform.log_level},
-      {"framework_module", framework_module ? nlohmann::json(*framework_module) : nlohmann::json()},
-      {"input_dir", paths.input().string()},
-      {"input_config_dir", paths.config_dir().string()},
-      {"output_dir", paths.output().string()},
-      {"num_cpus", job.resources.cpus},
-      {"num_gpus", gpus},
-      {"num_neurons", neurons},
-      {"model_dir", paths.model().string()},
+      {"is_hetero", is_hetero},
+      {"module_name", py(module_name)},
+      {"log_level", log_level},
+      {"framework_module", framework_module_value},
+      {"input_dir", py(paths.input().string())},
+      {"input_config_dir", py(paths.config_dir().string())},
+      {"output_dir", py(paths.output().string())},
+      {"num_cpus", PythonValue::make_integer(job.resources.host_cpus)},
+      {"num_gpus", PythonValue::make_integer(gpus)},
+      {"num_neurons", PythonValue::make_integer(neurons)},
+      {"model_dir", py(paths.model().string())},
       {"module_dir", module_dir},
       {"user_args", user_args},
-      {"output_intermediate_dir", paths.output_intermediate().string()},
-  };
-  if (!topology.empty()) values["topology"] = topology;  // the toolkit exports it only when there is one
+      {"output_intermediate_dir", py(paths.output_intermediate().string())},
+  });
+  if (!topology.empty()) values.entries.emplace_back("topology", py(topology));  // only when there is one
   // SM_TRAINING_ENV is the toolkit's whole environment object.
-  nlohmann::json training_env = {
+  PythonValue training_env = dict({
       {"additional_framework_parameters", framework_parameters},
-      {"channel_input_dirs", channel_dirs},
-      {"current_host", job.cluster.current_host},
-      {"current_instance_group", instance_group},
-      {"current_instance_group_hosts", current_group_hosts},
-      {"current_instance_type", instance_type},
-      {"distribution_hosts", job.cluster.hosts},
+      {"channel_input_dirs", py(channel_dirs)},
+      {"current_host", py(job.cluster.current_host)},
+      {"current_instance_group", py(instance_group)},
+      {"current_instance_group_hosts", py(current_group_hosts)},
+      {"current_instance_type", py(instance_type)},
+      {"distribution_hosts", py(training_hosts)},
       {"distribution_instance_groups", distribution_groups},
-      {"framework_module", values["framework_module"]},
-      {"hosts", job.cluster.all_hosts},
+      {"framework_module", framework_module_value},
+      {"hosts", py(job.cluster.all_hosts)},
       {"hyperparameters", user_hps},
-      {"input_config_dir", paths.config_dir().string()},
-      {"input_data_config", values["input_data_config"]},
-      {"input_dir", paths.input().string()},
-      {"instance_groups", group_names},
-      {"instance_groups_dict", groups_by_name},
-      {"is_hetero", group_names.size() > 1},
-      {"is_master", job.cluster.is_master()},
-      {"is_modelparallel_enabled", nullptr},
-      {"is_smddpmprun_installed", false},
-      {"is_smddprun_installed", false},
-      {"job_name", job_name ? nlohmann::json(*job_name) : nlohmann::json()},
-      {"log_level", job.platform.log_level},
-      {"master_hostname", job.cluster.master_host},
-      {"model_dir", paths.model().string()},
+      {"input_config_dir", py(paths.config_dir().string())},
+      {"input_data_config", input_data_config},
+      {"input_dir", py(paths.input().string())},
+      {"instance_groups", py(group_names)},
+      {"instance_groups_dict", py(groups_by_name)},
+      {"is_hetero", is_hetero},
+      {"is_master", py(job.cluster.is_master())},
+      {"is_modelparallel_enabled", PythonValue{}},
+      {"is_smddpmprun_installed", py(false)},
+      {"is_smddprun_installed", py(false)},
+      {"job_name", job_name ? PythonValue::make_string(*job_name) : PythonValue{}},
+      {"log_level", log_level},
+      {"master_hostname", py(job.cluster.master_host)},
+      {"model_dir", py(paths.model().string())},
       {"module_dir", module_dir},
-      {"module_name", module_name},
-      {"network_interface_name", job.cluster.network_interface},
-      {"num_cpus", job.resources.cpus},
-      {"num_gpus", gpus},
-      {"num_neurons", neurons},
-      {"output_data_dir", paths.output_data().string()},
-      {"output_dir", paths.output().string()},
-      {"output_intermediate_dir", paths.output_intermediate().string()},
-      {"resource_config", resource_config},
-      {"topology", topology},
+      {"module_name", py(module_name)},
+      {"network_interface_name", py(job.cluster.network_interface)},
+      {"num_cpus", PythonValue::make_integer(job.resources.host_cpus)},
+      {"num_gpus", PythonValue::make_integer(gpus)},
+      {"num_neurons", PythonValue::make_integer(neurons)},
+      {"output_data_dir", py(paths.output_data().string())},
+      {"output_dir", py(paths.output().string())},
+      {"output_intermediate_dir", py(paths.output_intermediate().string())},
+      {"resource_config", py(resource_config)},
+      {"topology", py(topology)},
       {"user_entry_point", entry_point},
-  };
-  values["training_env"] = training_env;
+  });
+  values.entries.emplace_back("training_env", training_env);
 
   EnvironmentMap variables;
-  for (const auto& [key, value] : values.items()) variables["SM_" + upper(key)] = encode_environment_value(value);
+  for (const auto& [key, value] : values.entries) variables["SM_" + upper(key)] = encode_environment_value(value);
   for (const auto& [name, dir] : channel_dirs.items()) variables["SM_CHANNEL_" + upper(name)] = dir.get<std::string>();
-  for (const auto& [key, value] : user_hps.items()) variables["SM_HP_" + upper(key)] = encode_environment_value(value);
+  for (const auto& [key, value] : user_hps.entries) variables["SM_HP_" + upper(key)] = encode_environment_value(value);
   // What else the toolkit sets in its own environment before it starts the user's program.
   variables["CURRENT_HOST"] = job.cluster.current_host;
   variables["SAGEMAKER_JOB_NAME"] = job.platform.job_name;
   std::string region = job.platform.region;
-  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {  // where boto3 finds the region otherwise
-    if (region.empty()) region = lookup(environment, name).value_or("");
-  }
+  // Else boto3's region, which (without a ~/.aws/config) is AWS_DEFAULT_REGION's; boto3 reads no AWS_REGION.
+  if (region.empty()) region = lookup(environment, "AWS_DEFAULT_REGION").value_or("");
   variables["SAGEMAKER_REGION"] = region;
   return variables;
 }

@@ -6,6 +6,7 @@
 
 #include "common/environment_map.h"
 #include "job/job_description.h"
+#include "job/python_value.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,12 +17,13 @@ namespace train {
 
 // The SM_* variables, and the toolkit's other variables of a rank's environment (CURRENT_HOST,
 // SAGEMAKER_JOB_NAME, SAGEMAKER_REGION). `environment` is the launcher's (TRAINING_JOB_NAME,
-// SAGEMAKER_PROGRAM, SAGEMAKER_TRAINING_MODULE, AWS_REGION are read from it).
+// SAGEMAKER_PROGRAM, SAGEMAKER_TRAINING_MODULE, AWS_DEFAULT_REGION are read from it).
 EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentMap& environment = {});
 
 // The user's hyperparameters as the toolkit hands them to the user's program (SM_HPS): every key of
-// hyperparameters.json except the platform's and train's launcher keys, JSON-decoded.
-nlohmann::json user_hyperparameters(const JobDescription& job);
+// hyperparameters.json except the platform's, train's launcher keys (processes_per_host,
+// custom_mpi_options) included, as the toolkit decodes them.
+PythonValue user_hyperparameters(const JobDescription& job);
 
 // The command-line arguments the toolkit's runner appends to the user's program (SM_USER_ARGS): `--key
 // value` for each user hyperparameter in sorted order (`-k` for a one-letter key), values as Python's str()
@@ -32,8 +34,8 @@ std::vector<std::string> user_command_arguments(const JobDescription& job);
 // toolkit asks `neuron-ls` elsewhere; this image has no Neuron tools, so any other host counts 0.)
 int neuron_cores(const std::string& instance_type);
 
-// The toolkit's encoding of one value: strings as they are, null as "", the rest as compact JSON with
-// sorted keys and non-ASCII escaped.
-std::string encode_environment_value(const nlohmann::json& value);
+// The toolkit's encoding of one value (its mapping.to_env_vars): strings as they are, None as "", the rest
+// as Python's json.dumps with sorted keys, compact separators and non-ASCII escaped.
+std::string encode_environment_value(const PythonValue& value);
 
 }  // namespace train

@@ -23,6 +23,8 @@ packages=(
   openssh-server openssh-client       # sshd and ssh between hosts of multi-host jobs (scripts/simcluster.py)
   podman runc netavark aardvark-dns iptables debootstrap  # tests/container: build and run the image (no Docker, no registry)
   python3-venv python3-absl           # build-python/: TensorBoard's own reader for tests/training/test_reports.py
+  python3-dev                         # build-toolkit/: sagemaker-training compiles its gethostname extension
+  docker-compose                      # tests/sdk: the SageMaker SDK's local mode runs compose 1.29 against Podman
 )
 
 mkdir -p build
@@ -71,6 +73,20 @@ if ! build-python/bin/python -c "import tensorboard.backend.event_processing.eve
   logged venv /usr/bin/python3 -m venv --system-site-packages build-python
   logged tensorboard build-python/bin/pip install --disable-pip-version-check --no-deps --ignore-installed \
     tensorboard==2.21.0 protobuf==6.31.1
+fi
+
+# The oracles of the SM_* variables and of a job as its user sees it, from PyPI (Debian has neither): the real
+# SageMaker training toolkit (tests/toolkit) and the SageMaker Python SDK's local mode (tests/sdk), each in
+# a venv of its own (their pins disagree: protobuf).
+if ! build-toolkit/bin/python -c "import sagemaker_training.environment, sagemaker_training.mpi" 2>/dev/null; then
+  echo "setup: installing the SageMaker training toolkit into build-toolkit/"
+  logged toolkit-venv /usr/bin/python3 -m venv build-toolkit
+  logged toolkit build-toolkit/bin/pip install --disable-pip-version-check sagemaker-training==5.1.4
+fi
+if ! build-sdk/bin/python -c "import sagemaker.local" 2>/dev/null; then
+  echo "setup: installing the SageMaker Python SDK into build-sdk/"
+  logged sdk-venv /usr/bin/python3 -m venv build-sdk
+  logged sdk build-sdk/bin/pip install --disable-pip-version-check "sagemaker>=2.200,<3"
 fi
 
 jobs="${SETUP_JOBS:-$(nproc)}"

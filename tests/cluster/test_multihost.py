@@ -69,6 +69,7 @@ class Job:
         self.processes = {}
         self.codes = {}
         self.started_at = {}
+        self.exited_at = {}
 
     def start(self, host, delay=0.0):
         if delay:
@@ -102,14 +103,19 @@ class Job:
         raise AssertionError(f"no /{pattern}/ on {host} within {timeout} s:\n{self.log(host)}")
 
     def wait(self, timeout=JOB_LIMIT):
-        """Every started host's exit code; fails the test if one is still running after `timeout` s."""
+        """Every started host's exit code; fails the test if one is still running after `timeout` s. When
+        each host exited is in exited_at (to a tenth of a second)."""
         deadline = time.monotonic() + timeout
-        for host, process in self.processes.items():
-            try:
-                self.codes[host] = process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while len(self.codes) < len(self.processes):
+            for host, process in self.processes.items():
+                if host not in self.codes and process.poll() is not None:
+                    self.codes[host] = process.returncode
+                    self.exited_at[host] = time.monotonic()
+            if time.monotonic() > deadline:
+                running = [host for host in self.processes if host not in self.codes]
                 logs = "\n".join(f"--- {h}:\n{self.log(h)[-3000:]}" for h in self.processes)
-                raise AssertionError(f"train on {host} still runs after {timeout} s\n{logs}")
+                raise AssertionError(f"train on {running} still runs after {timeout} s\n{logs}")
+            time.sleep(0.1)
         return self.codes
 
     def describe(self):
@@ -295,10 +301,12 @@ class MultiHostTest(unittest.TestCase):
             self.start_all(job)
             codes = job.wait(timeout=120)
             self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
-            master = job.log("algo-2")  # the first of the training hosts, sorted
+            # The first of the training hosts as resourceconfig.json lists them: the toolkit's master_hostname.
+            master = job.log("algo-3")
             for rank in range(4):
-                host = ["algo-2", "algo-3"][rank // 2]
-                self.assertIn(f"rank {rank} on {host} group=gpu args: --batch-size 64 --lr 0.01", master, job.describe())
+                host = ["algo-3", "algo-2"][rank // 2]
+                self.assertIn(f"rank {rank} on {host} group=gpu args: --batch-size 64 --lr 0.01 --processes_per_host 2",
+                              master, job.describe())
             self.assertNotIn("on algo-1", master)
             self.assertIn("all 4 ranks finished successfully", master)
             idle = job.log("algo-1")
@@ -307,7 +315,32 @@ class MultiHostTest(unittest.TestCase):
             self.assertNotIn("/usr/sbin/sshd", idle)  # no rank comes here, so no sshd either
             for host in cluster.hosts:
                 self.assertIsNone(failure_text(cluster, host), job.describe())
-            self.assertTrue(os.path.exists(os.path.join(cluster.opt_ml("algo-2"), "output", "success")))
+            self.assertTrue(os.path.exists(os.path.join(cluster.opt_ml("algo-3"), "output", "success")))
+            self.assert_nothing_left(cluster)
+
+    def test_instance_groups_mpi_enabled_without_groups_runs_a_world_per_group(self):
+        # As the toolkit: a distribution enabled without sagemaker_distribution_instance_groups trains each
+        # host's own group, so each group is an MPI world of its own, and SM_TRAINING_ENV says so.
+        groups = [{"name": "data", "hosts": ["algo-1"], "instance_type": "ml.c5.xlarge"},
+                  {"name": "gpu", "hosts": ["algo-3", "algo-2"], "instance_type": "ml.p4d.24xlarge"}]
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(
+                {"sagemaker_mpi_enabled": True}), instance_groups=groups)
+            script = ("python3 -c 'import json, os, socket; e = json.loads(os.environ[\"SM_TRAINING_ENV\"]); "
+                      "print(\"rank\", os.environ[\"OMPI_COMM_WORLD_RANK\"], \"of\", os.environ[\"OMPI_COMM_WORLD_SIZE\"], "
+                      "\"on\", socket.gethostname(), \"distribution_hosts\", e[\"distribution_hosts\"], "
+                      "\"master\", e[\"master_hostname\"])'")
+            job = Job(cluster, env=FAST_FAULTS, command=["/bin/sh", "-c", script])
+            self.start_all(job)
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, job.describe())
+            self.assertIn("rank 0 of 2 on algo-3 distribution_hosts ['algo-3', 'algo-2'] master algo-3", job.log("algo-3"),
+                          job.describe())
+            self.assertIn("rank 1 of 2 on algo-2 distribution_hosts ['algo-3', 'algo-2'] master algo-3", job.log("algo-3"),
+                          job.describe())
+            self.assertIn("rank 0 of 1 on algo-1 distribution_hosts ['algo-1'] master algo-1", job.log("algo-1"),
+                          job.describe())
+            self.assertIn("each instance group runs its own MPI world", job.log("algo-1"), job.describe())
             self.assert_nothing_left(cluster)
 
     def test_instance_groups_one_training_host_trains_resnet(self):
@@ -343,6 +376,11 @@ class MultiHostTest(unittest.TestCase):
             self.assertEqual(codes["algo-1"], 137, job.describe())
             self.assertEqual(codes["algo-2"], 0, job.describe())
             self.assertEqual(codes["algo-3"], 0, job.describe())
+            # The workers outlive the master, as the toolkit's do: where the first host to exit decides the
+            # job (the SDK's local mode), the master's 137 comes first.
+            for worker in ("algo-2", "algo-3"):
+                self.assertGreater(job.exited_at[worker], job.exited_at["algo-1"], job.describe())
+                self.assertIn("the master algo-1 has finished", job.log(worker), job.describe())
             failure = failure_text(cluster, "algo-1")
             self.assertRegex(failure.splitlines()[0],
                              r"^Rank [23] of 6 on host algo-2 was killed by signal 9 \(SIGKILL\)\.$", failure)

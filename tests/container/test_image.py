@@ -23,7 +23,6 @@ end, pass or fail (TRAIN_TEST_IMAGE=IMAGE skips the build and uses that image, w
 (default /var/cache/train-test-base) with the build's downloaded .debs. Missing podman or debootstrap is
 a failure. Run as root: /usr/bin/python3 test_image.py
 """
-import fcntl
 import json
 import os
 import re
@@ -39,9 +38,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from podman_session import PodmanSession, require_tools  # noqa: E402
 from sagemaker_job import write_job  # noqa: E402
+from train_image import build_image, log  # noqa: E402
 
-BASE_RELEASE = "bookworm"  # what make_base_rootfs.sh bootstraps
-BASE_CACHE = os.environ.get("TRAIN_TEST_BASE_CACHE", "/var/cache/train-test-base")
 # ResNet-18 on tiny synthetic images: the real launcher, mpirun and training, in seconds.
 TINY_JOB = {"num_layers": 18, "image_shape": "3,32,32", "data_format": "synthetic", "num_classes": 10,
             "mini_batch_size": 4, "processes_per_host": 2, "max_steps": 2}
@@ -49,48 +47,6 @@ TINY_JOB = {"num_layers": 18, "image_shape": "3,32,32", "data_format": "syntheti
 JOB_ENV = {"TRAIN_PEERS_TIMEOUT_SECONDS": "120", "TRAIN_RANKS_TIMEOUT_SECONDS": "120",
            "TRAIN_RESOLVE_TIMEOUT_SECONDS": "60"}
 JOB_LIMIT = 300
-
-
-def os_release(root="/"):
-    values = {}
-    with open(os.path.join(root, "etc", "os-release")) as file:
-        for line in file:
-            key, _, value = line.strip().partition("=")
-            values[key] = value.strip('"')
-    return values
-
-
-def prebuilt_unusable(binary):
-    """Why the host's train cannot go into the image as it is (None: it can). The base is Debian
-    BASE_RELEASE (make_base_rootfs.sh); a binary built on another release may want other libraries."""
-    if os.environ.get("TRAIN_TEST_IMAGE_COMPILE") == "1":
-        return "TRAIN_TEST_IMAGE_COMPILE=1"
-    if not binary:
-        return "no TRAIN_TEST_PREBUILT binary given"
-    if not os.access(binary, os.X_OK):
-        return f"{binary} is not an executable"
-    host = os_release()
-    if (host.get("ID"), host.get("VERSION_CODENAME")) != ("debian", BASE_RELEASE):
-        return f"this host runs {host.get('PRETTY_NAME', 'an unknown release')}, the base Debian {BASE_RELEASE}"
-    return None
-
-
-def make_prebuilt_context(binary, context):
-    """A build context with what the Dockerfile reads for TRAIN_FROM=prebuilt: docker/, and prebuilt/ with
-    the binary and the packages holding its shared libraries (looked up on this host, the base's release)."""
-    shutil.copytree(os.path.join(REPO, "docker"), os.path.join(context, "docker"))
-    os.makedirs(os.path.join(context, "prebuilt"))
-    shutil.copy2(binary, os.path.join(context, "prebuilt", "train"))
-    packages = subprocess.run([os.path.join(REPO, "docker", "runtime_packages.sh"), binary], check=True,
-                              text=True, stdout=subprocess.PIPE).stdout
-    with open(os.path.join(context, "prebuilt", "runtime-packages"), "w") as file:
-        file.write(packages)
-    log(f"runtime packages: {' '.join(packages.split())}")
-    return context
-
-
-def log(message):
-    print(f"[container test] {message}", file=sys.stderr, flush=True)
 
 
 class ImageTest(unittest.TestCase):
@@ -106,41 +62,7 @@ class ImageTest(unittest.TestCase):
             cls.image = os.environ["TRAIN_TEST_IMAGE"]
             return
 
-        started = time.monotonic()
-        tarball = subprocess.run([os.path.join(HERE, "make_base_rootfs.sh"), BASE_CACHE], check=True,
-                                 text=True, stdout=subprocess.PIPE).stdout.strip()
-        base = cls.session.import_image(tarball, f"localhost/{cls.session.name('base')}:latest")
-        log(f"base image {base} ready in {time.monotonic() - started:.0f} s")
-
-        started = time.monotonic()
-        build_log = os.path.join(cls.work, "build.log")
-        build_args = {"BUILD_BASE": base, "RUNTIME_BASE": base, "BUILD_JOBS": "2"}
-        prebuilt = os.environ.get("TRAIN_TEST_PREBUILT", "")
-        reason = prebuilt_unusable(prebuilt)
-        if reason is None:
-            # The host build's train is this release's: the image takes it instead of compiling it again.
-            context = make_prebuilt_context(prebuilt, os.path.join(cls.work, "context"))
-            build_args["TRAIN_FROM"] = "prebuilt"
-            log(f"the image takes the host's {prebuilt} (same Debian release as the base)")
-        else:
-            context = REPO
-            log(f"the image compiles train: {reason}")
-        apt_cache = os.path.join(BASE_CACHE, "apt-archives")
-        os.makedirs(apt_cache, exist_ok=True)
-        # One build at a time on this machine: apt inside refuses a .deb cache whose lock another build
-        # holds, and two compiles would only share the same cores.
-        with open(os.path.join(BASE_CACHE, "build.lock"), "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                log("another container test is building its image; waiting for it")
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            cls.image = cls.session.build_image(
-                f"localhost/{cls.session.name('image')}:latest", context,
-                os.path.join(context, "docker", "Dockerfile"), build_args,
-                # The build's .debs are kept between runs (the base keeps what apt downloads).
-                volumes=[f"{apt_cache}:/var/cache/apt/archives"], log_path=build_log)
-        log(f"image {cls.image} built in {time.monotonic() - started:.0f} s (log: {build_log})")
+        cls.image = build_image(cls.session, cls.work)
 
     @classmethod
     def _clean_up(cls):
@@ -263,6 +185,19 @@ class ImageTest(unittest.TestCase):
         for host in hosts:
             self.assertIn("made this host's SSH host key /etc/ssh/ssh_host_ed25519_key", logs[host], everything)
             self.assertIn(f"letting root in from {master_address.group(1)} only", logs[host], everything)
+
+    def test_5_command_ranks_see_the_jobs_host_name(self):
+        # The container is called otherwise; `train -- hostname` (GNU hostname asks gethostname()) answers
+        # with the job's current_host in every rank: the image has the library beside train, as the toolkit's
+        # MPI runner preloads its own.
+        # (The platform's alias of processes_per_host: a user key would be appended to hostname's arguments.)
+        opt_ml = self.job_dir("hostname", "algo-1", ["algo-1"], {"sagemaker_mpi_num_of_processes_per_host": 2})
+        args = ["--pull=never", "--hostname", "container-7", "-v", f"{opt_ml}:/opt/ml"]
+        result = self.session.run_container(self.session.name("hostname"), args, self.image, ["--", "hostname"],
+                                            timeout=JOB_LIMIT)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertEqual(sorted(re.findall(r"^\[rank (\d)\] (\S+)$", result.stdout, re.M)),
+                         [("0", "algo-1"), ("1", "algo-1")], result.stdout)
 
     def test_4_ranks_of_one_host_need_no_ptrace_rights(self):
         # Docker's default container may not ptrace its own processes (no CAP_SYS_PTRACE; Yama's ptrace_scope 1

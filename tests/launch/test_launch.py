@@ -481,7 +481,9 @@ class OneHostLaunch(LaunchTestCase):
             self.assertEqual(env.get("MY_EXPORTED_SETTING"), exported)
             self.assertEqual(env.get("SAGEMAKER_BASE_DIR"), self.base)
             with open(os.path.join(self.work, f"args.{rank}")) as f:
-                self.assertEqual(f.read(), "two words\n*\n$HOME\n\n")
+                # The command's own arguments as given, then the job's hyperparameters as the toolkit appends
+                # them: processes_per_host is train's launcher key and the command's too.
+                self.assertEqual(f.read(), "two words\n*\n$HOME\n\n--processes_per_host\n4\n")
         self.assertTrue(os.path.exists(self.output_path("success")))
         self.assert_nothing_left()
 

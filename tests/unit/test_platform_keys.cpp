@@ -58,7 +58,7 @@ TEST_CASE("platform keys: a tuning job's hyperparameters are valid", "[platform_
   CHECK(job.hyperparameters.integer("mini_batch_size") == 64);
   CHECK(job.platform.job_name == "resnet-hpo-2026-01-01-00-00-00-000");
   CHECK(job.platform.region == "us-east-1");
-  CHECK(job.platform.program == "train.py");
+  CHECK(sagemaker_variables(job).at("SM_USER_ENTRY_POINT") == "train.py");
   const Json description = describe_effective_configuration(job);
   CHECK(description.at("platform_hyperparameters").at("_tuning_objective_metric") == "validation:top1");
   CHECK(description.at("platform_hyperparameters").size() == 9);
@@ -105,12 +105,15 @@ TEST_CASE("platform keys: a user command's hyperparameters are its own", "[platf
   JobDescription job = load(dir, Workload::user_command);
   CHECK(job.ranks_per_host == 2);
   CHECK(job.hyperparameters.mpi_options().nccl_debug == "WARN");
-  CHECK(user_command_arguments(job) ==
-        std::vector<std::string>{"--batch-size", "64", "--epochs", "ten", "--lr", "0.01", "-v", "True"});
+  // Every key that is not the platform's reaches the command, train's launcher keys too, as the toolkit
+  // passes them.
+  CHECK(user_command_arguments(job) == std::vector<std::string>{"--batch-size", "64", "--epochs", "ten", "--lr", "0.01",
+                                                                "--processes_per_host", "2", "-v", "True"});
+  CHECK(sagemaker_variables(job).at("SM_HP_PROCESSES_PER_HOST") == "2");
   const Json description = describe_effective_configuration(job);
   CHECK(description.at("workload") == "a user command");
   CHECK(description.at("command_hyperparameters") ==
-        Json{{"batch-size", "64"}, {"epochs", "ten"}, {"lr", 0.01}, {"v", true}});
+        Json{{"batch-size", "64"}, {"epochs", "ten"}, {"lr", 0.01}, {"processes_per_host", 2}, {"v", true}});
   CHECK(description.at("hyperparameters") == Json{{"processes_per_host", 2}, {"custom_mpi_options", "--NCCL_DEBUG WARN"}});
   // The launcher's keys are still checked.
   dir.write_config("hyperparameters.json", R"({"lr": "0.01", "processes_per_host": "four"})");
@@ -153,16 +156,18 @@ TEST_CASE("heterogeneous clusters: only the distribution's instance groups train
   JobDescription on_gpu = load(gpu, Workload::user_command);
   JobDescription on_data = load(data, Workload::user_command);
   for (const JobDescription* job : {&on_gpu, &on_data}) {
-    CHECK(job->cluster.hosts == std::vector<std::string>{"algo-2", "algo-3"});  // sorted: every host agrees
+    // The toolkit's distribution_hosts: the group's hosts as resourceconfig.json writes them (the same file on
+    // every host, so every host agrees), the first of them the master (its master_hostname).
+    CHECK(job->cluster.hosts == std::vector<std::string>{"algo-3", "algo-2"});
     CHECK(job->cluster.all_hosts == std::vector<std::string>{"algo-1", "algo-2", "algo-3"});
-    CHECK(job->cluster.master_host == "algo-2");
+    CHECK(job->cluster.master_host == "algo-3");
     CHECK(job->world_size() == 2);
   }
   CHECK(on_gpu.cluster.trains_here());
   CHECK_FALSE(on_data.cluster.trains_here());
   CHECK_FALSE(on_data.cluster.is_master());
   const Json shown = describe_effective_configuration(on_data);
-  CHECK(shown.at("training_hosts") == Json::array({"algo-2", "algo-3"}));
+  CHECK(shown.at("training_hosts") == Json::array({"algo-3", "algo-2"}));
   CHECK(shown.at("hosts_not_training") == Json::array({"algo-1"}));
   CHECK(shown.at("this_host_trains") == false);
   CHECK(shown.at("training_instance_groups") == Json::array({"gpu"}));
@@ -172,8 +177,9 @@ TEST_CASE("heterogeneous clusters: only the distribution's instance groups train
   CHECK(variables.at("SM_DISTRIBUTION_INSTANCE_GROUPS") == R"(["gpu"])");
   CHECK(variables.at("SM_IS_HETERO") == "true");
   const Json training_env = Json::parse(variables.at("SM_TRAINING_ENV"));
-  CHECK(training_env.at("distribution_hosts") == Json::array({"algo-2", "algo-3"}));
-  CHECK(training_env.at("master_hostname") == "algo-2");
+  CHECK(training_env.at("distribution_hosts") == Json::array({"algo-3", "algo-2"}));
+  CHECK(training_env.at("master_hostname") == "algo-3");
+  CHECK(training_env.at("is_master") == true);
 
   SECTION("a group the cluster does not have") {
     gpu.write_config("hyperparameters.json", R"({"sagemaker_distribution_instance_groups": "[\"gpus\"]"})");
@@ -226,4 +232,35 @@ TEST_CASE("output locations: checkpointconfig.json and tensorboardoutputconfig.j
                      "\"/opt/ml/checkpoints\", got a string \"checkpoints\"") != std::string::npos);
   CHECK(message.find("tensorboardoutputconfig.json: expected a JSON object such as {\"LocalPath\": ") !=
         std::string::npos);
+}
+
+TEST_CASE("heterogeneous clusters: a distribution enabled without its groups trains each host's own group",
+          "[platform_keys]") {
+  // The toolkit's distribution_instance_groups is then this host's own group: each group is an MPI world of
+  // its own, and SM_* says so; train runs the same, and refuses it for its own training (one model each).
+  const char* hyperparameters = R"({"sagemaker_mpi_enabled": "true"})";
+  TempJobDir gpu, data;
+  gpu.write_config("resourceconfig.json", heterogeneous("algo-2", "gpu"));
+  gpu.write_config("hyperparameters.json", hyperparameters);
+  data.write_config("resourceconfig.json", heterogeneous("algo-1", "data"));
+  data.write_config("hyperparameters.json", hyperparameters);
+  JobDescription on_gpu = load(gpu, Workload::user_command);
+  JobDescription on_data = load(data, Workload::user_command);
+  CHECK(on_gpu.cluster.hosts == std::vector<std::string>{"algo-3", "algo-2"});
+  CHECK(on_gpu.cluster.master_host == "algo-3");
+  CHECK(on_data.cluster.hosts == std::vector<std::string>{"algo-1"});
+  CHECK(on_data.cluster.is_master());
+  for (const JobDescription* job : {&on_gpu, &on_data}) {
+    const Json training_env = Json::parse(sagemaker_variables(*job).at("SM_TRAINING_ENV"));
+    CHECK(training_env.at("distribution_hosts") == Json(job->cluster.hosts));
+    CHECK(training_env.at("distribution_instance_groups") == Json::array({job->resource_config->current_group_name}));
+    CHECK(training_env.at("master_hostname") == job->cluster.master_host);
+    CHECK(training_env.at("is_master") == job->cluster.is_master());
+  }
+  CHECK(on_gpu.warnings.size() == 1);
+  CHECK(on_gpu.warnings.front().find("each instance group runs its own MPI world") != std::string::npos);
+  const std::string refused = config_error_message([&] { load(gpu); });
+  CHECK(refused.find("heterogeneous cluster (instance groups \"data\", \"gpu\") enables a distribution") !=
+        std::string::npos);
+  CHECK(refused.find("sagemaker_distribution_instance_groups") != std::string::npos);
 }

@@ -15,8 +15,9 @@ using Json = nlohmann::json;
 
 namespace {
 
-const HostResources gpu_host{.gpus = 8, .cpus = 96};
-const HostResources cpu_host{.gpus = 0, .cpus = 4, .gpu_note = "built without CUDA"};
+// cpus: the process's affinity mask; host_cpus: every CPU of the host, SM_NUM_CPUS as the toolkit counts.
+const HostResources gpu_host{.gpus = 8, .cpus = 48, .host_cpus = 96};
+const HostResources cpu_host{.gpus = 0, .cpus = 2, .host_cpus = 4, .gpu_note = "built without CUDA"};
 
 std::string resource_config_for(const std::string& current_host) {
   return R"({"current_host": ")" + current_host + R"(", "current_instance_type": "ml.p4d.24xlarge",
@@ -49,7 +50,7 @@ struct HostJob {
     dir.write_config("inputdataconfig.json", input_data_config_text);
     for (const char* channel : {"train", "validation", "my-data"}) dir.make_channel_dir(channel);
     job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host, Workload::user_command);
-    variables = sagemaker_variables(job, {{"TRAINING_JOB_NAME", "tune-007-3f2a"}, {"AWS_REGION", "eu-west-1"}});
+    variables = sagemaker_variables(job, {{"TRAINING_JOB_NAME", "tune-007-3f2a"}, {"AWS_DEFAULT_REGION", "eu-west-1"}, {"AWS_REGION", "us-east-2"}});
   }
   std::string at(const std::string& name) const {
     auto it = variables.find(name);
@@ -69,16 +70,22 @@ bool is_ascii(const std::string& text) {
 }  // namespace
 
 TEST_CASE("SM_*: values are encoded as the toolkit encodes them", "[sagemaker_environment]") {
-  CHECK(encode_environment_value(nullptr) == "");
-  CHECK(encode_environment_value("sgd") == "sgd");
-  CHECK(encode_environment_value("café") == "café");  // strings as they are, even non-ASCII
-  CHECK(encode_environment_value(10) == "10");
-  CHECK(encode_environment_value(0.1) == "0.1");
-  CHECK(encode_environment_value(true) == "true");
-  CHECK(encode_environment_value(Json::array({"algo-1", "algo-2"})) == R"(["algo-1","algo-2"])");
+  auto encode = [](const Json& value) { return encode_environment_value(python_value_from_json(value)); };
+  CHECK(encode(nullptr) == "");
+  CHECK(encode("sgd") == "sgd");
+  CHECK(encode("café") == "café");  // strings as they are, even non-ASCII
+  CHECK(encode(10) == "10");
+  CHECK(encode(0.1) == "0.1");
+  CHECK(encode(true) == "true");
+  CHECK(encode(Json::array({"algo-1", "algo-2"})) == R"(["algo-1","algo-2"])");
   // Compact, keys sorted, non-ASCII escaped as json.dumps(ensure_ascii=True) does (surrogate pairs included).
-  CHECK(encode_environment_value(Json{{"b", 1}, {"a", Json::array({1, "é"})}}) == R"({"a":[1,"\u00e9"],"b":1})");
-  CHECK(encode_environment_value(Json::array({"😀", "\x7f"})) == R"(["\ud83d\ude00","\u007f"])");
+  CHECK(encode(Json{{"b", 1}, {"a", Json::array({1, "é"})}}) == R"({"a":[1,"\u00e9"],"b":1})");
+  CHECK(encode(Json::array({"😀", "\x7f"})) == R"(["\ud83d\ude00","\u007f"])");
+  // Numbers as Python's json.dumps writes them: floats as repr(), integers of any size exact.
+  CHECK(encode(1e15) == "1000000000000000.0");
+  CHECK(encode(Json::array({1e16, 0.0001, 1e-05, -0.0})) == "[1e+16,0.0001,1e-05,-0.0]");
+  CHECK(encode_environment_value(*python_json_loads("[123456789012345678901234567890, NaN, -Infinity, 1E400]")) ==
+        "[123456789012345678901234567890,NaN,-Infinity,Infinity]");
 }
 
 TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagemaker_environment]") {
@@ -91,7 +98,7 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
                        "SM_CHANNELS", "SM_CHANNEL_MY-DATA", "SM_CHANNEL_TRAIN", "SM_CHANNEL_VALIDATION",
                        "SM_CURRENT_HOST", "SM_CURRENT_INSTANCE_GROUP", "SM_CURRENT_INSTANCE_GROUP_HOSTS",
                        "SM_CURRENT_INSTANCE_TYPE", "SM_DISTRIBUTION_INSTANCE_GROUPS", "SM_FRAMEWORK_MODULE",
-                       "SM_FRAMEWORK_PARAMS", "SM_HOSTS", "SM_HPS", "SM_HP_EPOCHS",
+                       "SM_FRAMEWORK_PARAMS", "SM_HOSTS", "SM_HPS", "SM_HP_CUSTOM_MPI_OPTIONS", "SM_HP_EPOCHS",
                        "SM_HP_LEARNING_RATE", "SM_HP_LR_SCHEDULER_STEP", "SM_HP_NOTE", "SM_HP_OPTIMIZER", "SM_HP_SHUFFLE",
                        "SM_INPUT_CONFIG_DIR", "SM_INPUT_DATA_CONFIG", "SM_INPUT_DIR", "SM_INSTANCE_GROUPS",
                        "SM_INSTANCE_GROUPS_DICT", "SM_IS_HETERO", "SM_LOG_LEVEL", "SM_MODEL_DIR", "SM_MODULE_DIR",
@@ -152,23 +159,23 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
           R"("validation":{"ContentType":"image/\ud83d\ude00","TrainingInputMode":"File"}})");
   }
   SECTION("hyperparameters") {
-    // train's launcher key custom_mpi_options is train's, not the command's.
+    // train's launcher key custom_mpi_options is train's, and the command's too, as the toolkit passes it.
     CHECK(host.at("SM_HPS") ==
-          R"({"epochs":10,"learning_rate":0.1,"lr_scheduler_step":[30,60],"note":"caf\u00e9",)"
-          R"("optimizer":"sgd","shuffle":true})");
+          R"({"custom_mpi_options":"-x NAME=caf\u00e9","epochs":10,"learning_rate":0.1,"lr_scheduler_step":[30,60],)"
+          R"("note":"caf\u00e9","optimizer":"sgd","shuffle":true})");
     CHECK(host.at("SM_HP_EPOCHS") == "10");
     CHECK(host.at("SM_HP_OPTIMIZER") == "sgd");
     CHECK(host.at("SM_HP_LEARNING_RATE") == "0.1");
     CHECK(host.at("SM_HP_SHUFFLE") == "true");
     CHECK(host.at("SM_HP_LR_SCHEDULER_STEP") == "[30,60]");
     CHECK(host.at("SM_HP_NOTE") == "café");  // a string stays raw
-    CHECK(host.variables.count("SM_HP_CUSTOM_MPI_OPTIONS") == 0);
+    CHECK(host.at("SM_HP_CUSTOM_MPI_OPTIONS") == "-x NAME=café");
     CHECK(host.variables.count("SM_HP_SAGEMAKER_PROGRAM") == 0);
     // sagemaker_program is the toolkit's own; the other sagemaker_* keys are framework parameters.
     CHECK(host.at("SM_FRAMEWORK_PARAMS") == R"({"sagemaker_distributed_dataparallel_enabled":false})");
     // The toolkit's to_cmd_args: sorted keys, Python's str() of each value.
     CHECK(host.at("SM_USER_ARGS") ==
-          R"(["--epochs","10","--learning_rate","0.1",)"
+          R"(["--custom_mpi_options","-x NAME=caf\u00e9","--epochs","10","--learning_rate","0.1",)"
           R"("--lr_scheduler_step","[30, 60]","--note","caf\u00e9","--optimizer","sgd","--shuffle","True"])");
   }
   SECTION("the resource config as written") {
@@ -186,7 +193,8 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
     CHECK(env.at("master_hostname") == "algo-1");
     CHECK(env.at("current_host") == "algo-2");
     CHECK(env.at("hosts") == Json::array({"algo-1", "algo-2"}));
-    CHECK(env.at("distribution_hosts") == Json::array({"algo-1", "algo-2"}));
+    // The toolkit's: its instance group is not a distribution's (none is enabled), so none.
+    CHECK(env.at("distribution_hosts") == Json::array());
     CHECK(env.at("network_interface_name") == "eth1");
     CHECK(env.at("num_gpus") == 8);
     CHECK(env.at("num_cpus") == 96);
@@ -203,7 +211,7 @@ TEST_CASE("SM_*: the toolkit's variables for a two-host SageMaker job", "[sagema
   }
   SECTION("every JSON-valued variable is ASCII") {
     for (const auto& [name, value] : host.variables) {
-      if (name == "SM_HP_NOTE") continue;  // a string value: raw, as the toolkit exports it
+      if (name == "SM_HP_NOTE" || name == "SM_HP_CUSTOM_MPI_OPTIONS") continue;  // strings: raw, as the toolkit
       INFO(name << "=" << value);
       CHECK(is_ascii(value));
     }
