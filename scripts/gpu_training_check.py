@@ -1,24 +1,35 @@
 #!/usr/bin/env python3
 """`train` itself on a GPU: a real job with device=cuda against the same job on the CPU, stop and resume on
-the GPU, and the GPU's model file in torchvision. Run by scripts/gpu_check.sh on a machine with a GPU.
+the GPU, the GPU's model file in torchvision, the fast path byte for byte, and two ranks on one GPU. Run by
+scripts/gpu_check.sh on a machine with a GPU.
 
     python3 scripts/gpu_training_check.py --data FASHION [--train CMD] [--infer CMD] [--work DIR]
+                                          [--checks LIST] [--device cuda|cpu] [--epochs N] [--fast-steps N]
 
 FASHION is a Fashion-MNIST image folder (train/ and validation/, as scripts/make_fashion_mnist_folder.py
 writes it) or a .tgz of one. --train runs `train` (default build/train; on a bundle machine
-"bash .gpu-bundle/gpu-bundle-run.sh train"); --infer runs tests/gpu/gpu_infer likewise. The checks:
-  accuracy   ResNet-18 at 28x28, 1 rank, batch 128, 4 epochs (a few hundred steps), device=cuda (bf16) and
-             device=cpu on the same data and hyperparameters: both validation top-1 printed, within 2 points;
-  resume     the same GPU job stopped by SIGTERM at step 40 and restarted: model.safetensors bytes equal to
-             the uninterrupted GPU run's (deterministic cuDNN algorithms, no float atomics);
-  across     a checkpoint written by the stopped GPU job resumes with device=cpu, and one written by a CPU
-             job stopped the same way resumes with device=cuda (both finish and write their model);
+"bash .gpu-bundle/run.sh train"); --infer runs tests/gpu/gpu_infer likewise. --checks picks from:
+  accuracy    ResNet-18 at 28x28, 1 rank, batch 128, 4 epochs (a few hundred steps), device=cuda (bf16) and
+              device=cpu on the same data and hyperparameters: both validation top-1 printed, within 2 points;
+  resume      the same GPU job stopped by SIGTERM at step 40 and restarted: model.safetensors bytes equal to
+              the uninterrupted GPU run's (deterministic cuDNN algorithms, no float atomics);
+  across      a checkpoint written by the stopped GPU job resumes with device=cpu, and one written by a CPU
+              job stopped the same way resumes with device=cuda (both finish and write their model);
   torchvision the GPU run's model.safetensors loads strictly into torchvision.models.resnet18(num_classes=10),
-             whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance.
-Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any failed.
+              whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance;
+  fast        the same GPU job (--fast-steps steps) with TRAIN_FAST_PATH=1 and without: model.safetensors
+              byte for byte equal (the fast path changes where values live, not one of them);
+  two-ranks   two ranks on one GPU (TRAIN_RANKS_SHARE_GPUS=1: each rank its own NCCL host id, NCCL's socket
+              transport) against two CPU ranks, fp32, same data and hyperparameters: the same samples on each
+              rank, the averaged gradient of the first step (the momentum buffer of a one-step job's
+              checkpoint) within fp32 tolerance, a twelve-step job's losses, checkpoint (state and tensors)
+              and per-rank timing lines. When NCCL refuses, the check fails with what NCCL said.
+(default: all of them). Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any
+failed.
 
---device cpu runs the same checks with the CPU standing in for the GPU (a test of this script on a machine
-without one: --infer "build/tests/model/model_check infer", a small --data).
+--device cpu runs the same checks with the CPU standing in for the GPU: a test of this script on a machine
+without one (--infer "build/tests/model/model_check infer", a small --data), run by ctest for fast and
+two-ranks so that a GPU loan is not spent on this script's own mistakes.
 """
 import argparse
 import json
@@ -59,13 +70,13 @@ def make_job(base, data, hyperparameters):
         os.symlink(os.path.join(data, channel), os.path.join(base, "input", "data", channel))
 
 
-def start_train(command, base):
-    env = dict(os.environ, SAGEMAKER_BASE_DIR=base)
+def start_train(command, base, env=None):
+    env = dict(os.environ, SAGEMAKER_BASE_DIR=base, **(env or {}))
     return subprocess.Popen(shlex.split(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def run_train(command, base, log, timeout=1800):
-    process = start_train(command, base)
+def run_train(command, base, log, timeout=1800, env=None):
+    process = start_train(command, base, env)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -199,6 +210,164 @@ def check_torchvision(args, work, reference):
            f"{agree:.3f} (>= 0.95) on 64 images")
 
 
+def check_fast_path(args, data, work):
+    """The fast path trains the same bytes as the reference path, on the device under test."""
+    results = {}
+    for fast in ("0", "1"):
+        base = os.path.join(work, f"fast-path-{fast}")
+        make_job(base, data, dict(JOB, device=args.device, max_steps=str(args.fast_steps)))
+        code, output = run_train(args.train, base, os.path.join(work, f"fast-path-{fast}.log"),
+                                 env={"TRAIN_FAST_PATH": fast})
+        results[fast] = (code, model_bytes(base), output)
+    (code0, bytes0, _), (code1, bytes1, output1) = results["0"], results["1"]
+    same = bytes0 is not None and bytes0 == bytes1
+    detail = (f"{args.fast_steps} steps; reference exit {code0}, fast path exit {code1}; model.safetensors "
+              f"{'byte for byte equal' if same else 'DIFFERENT' if bytes0 and bytes1 else 'missing'}")
+    if code1 != 0:
+        detail += " | fast path log tail: " + " / ".join(output1.splitlines()[-4:])
+    return report(f"TRAIN_FAST_PATH=1 on {args.device}: the same model bytes as the reference path", code0 == 0 and
+                  code1 == 0 and same, detail)
+
+
+def subset(data, folder, per_class):
+    """An image folder with the first `per_class` training images of each class (links to `data`'s)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for split, count in (("train", per_class), ("validation", 2)):
+        for label in sorted(os.listdir(os.path.join(data, split))):
+            os.makedirs(os.path.join(folder, split, label))
+            for name in sorted(os.listdir(os.path.join(data, split, label)))[:count]:
+                os.symlink(os.path.join(data, split, label, name), os.path.join(folder, split, label, name))
+    return folder
+
+
+TWO_RANKS = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "64", "processes_per_host": "2",
+             "epochs": "1", "learning_rate": "0.05", "augmentation_type": "none", "seed": "9",
+             "precision_dtype": "float32", "checkpoint_frequency": "1"}
+
+
+def run_two_ranks(args, data, work, name, device):
+    """A two-rank job on `device` (two ranks on one GPU for cuda); returns (exit, output, base, sample log)."""
+    base = os.path.join(work, f"two-ranks-{name}-{device}")
+    make_job(base, data, dict(TWO_RANKS, device=device))
+    samples = os.path.join(work, f"two-ranks-{name}-{device}-samples")
+    shutil.rmtree(samples, ignore_errors=True)
+    os.makedirs(samples)
+    env = {"TRAIN_SAMPLE_LOG": samples}
+    if device == "cuda":
+        env["TRAIN_RANKS_SHARE_GPUS"] = "1"
+    code, output = run_train(args.train, base, os.path.join(work, f"two-ranks-{name}-{device}.log"), timeout=900,
+                             env=env)
+    logs = {}
+    for rank in (0, 1):
+        path = os.path.join(samples, f"rank-{rank}.txt")
+        logs[rank] = open(path).read() if os.path.exists(path) else None
+    return code, output, base, logs
+
+
+def relative_l2(a, b):
+    import numpy as np
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    norm = float(np.linalg.norm(b))
+    return float(np.linalg.norm(a - b)) / norm if norm > 0 else float(np.linalg.norm(a - b))
+
+
+def checkpoint_of(base):
+    """(state metadata, tensors) of a job's newest checkpoint, or (None, None)."""
+    from safetensors_numpy import read_safetensors
+    path = os.path.join(base, "checkpoints", "checkpoint.safetensors")
+    if not os.path.exists(path):
+        return None, None
+    with open(path, "rb") as f:
+        raw = f.read()
+    import struct
+    (length,) = struct.unpack("<Q", raw[:8])
+    metadata = json.loads(raw[8:8 + length]).get("__metadata__", {})
+    state = json.loads(metadata.get("state", "{}"))
+    return state, read_safetensors(path)
+
+
+def nccl_said(output):
+    """NCCL's own words in a failed job's log (its WARN lines, or the rank's NCCL error)."""
+    lines = [line for line in output.splitlines() if "NCCL" in line and ("WARN" in line or "error" in line.lower())]
+    return " / ".join(lines[-4:])[:600]
+
+
+def check_two_ranks(args, data, work):
+    """Two ranks on one GPU (NCCL over sockets) against two CPU ranks, fp32."""
+    details, passed = [], True
+    # One step: the momentum buffer of the end-of-epoch checkpoint is the averaged gradient (plus weight decay
+    # times the same initial weights on both devices).
+    one = subset(data, os.path.join(work, "two-ranks-data-one-step"), per_class=6)  # 60 images: one step of 64
+    twelve = subset(data, os.path.join(work, "two-ranks-data-twelve-steps"), per_class=76)  # 760: twelve steps
+    runs = {}
+    for name, folder in (("one-step", one), ("twelve-steps", twelve)):
+        for device in (args.device, "cpu"):
+            runs[name, device] = run_two_ranks(args, folder, work, name, device)
+    for (name, device), (code, output, _, _) in runs.items():
+        if code != 0:
+            passed = False
+            said = nccl_said(output) if device == "cuda" else ""
+            details.append(f"{name} on {device}: exit {code}" + (f"; NCCL: {said}" if said else "") +
+                           " | log tail: " + " / ".join(output.splitlines()[-3:]))
+    if not passed:
+        return report(f"two ranks on one {args.device} (NCCL socket transport) against two CPU ranks, fp32", False,
+                      "; ".join(details))
+    # The same samples on each rank, step by step.
+    for name in ("one-step", "twelve-steps"):
+        gpu_logs, cpu_logs = runs[name, args.device][3], runs[name, "cpu"][3]
+        same = all(gpu_logs[r] is not None and gpu_logs[r] == cpu_logs[r] for r in (0, 1))
+        passed &= same
+        details.append(f"{name}: samples per rank {'identical' if same else 'DIFFER'}")
+    # The averaged gradient of the first step.
+    (gpu_state, gpu_tensors), (cpu_state, cpu_tensors) = checkpoint_of(runs["one-step", args.device][2]), checkpoint_of(
+        runs["one-step", "cpu"][2])
+    names = sorted(n for n in (cpu_tensors or {}) if n.startswith("optimizer.momentum."))
+    if not names or gpu_tensors is None or gpu_state.get("step") != 1 or cpu_state.get("step") != 1:
+        passed = False
+        details.append("one-step: no checkpoint with momentum buffers after exactly one step")
+    else:
+        worst = max(relative_l2(gpu_tensors[n], cpu_tensors[n]) for n in names)
+        ok = worst <= 1e-3
+        passed &= ok
+        details.append(f"first step's averaged gradient (momentum, {len(names)} tensors): worst rel L2 {worst:.1e} "
+                       f"(<= 1e-3)")
+    # Twelve steps: losses, checkpoint, timing lines.
+    gpu_out, cpu_out = runs["twelve-steps", args.device][1], runs["twelve-steps", "cpu"][1]
+    losses = [dict(re.findall(r"step=(\d+) epoch=\d+ loss=([0-9.]+)", text)) for text in (gpu_out, cpu_out)]
+    steps = sorted(set(losses[0]) & set(losses[1]), key=int)
+    worst_loss = max((abs(float(losses[0][k]) - float(losses[1][k])) / float(losses[1][k]) for k in steps), default=1)
+    ok = len(steps) >= 5 and worst_loss <= 1e-3
+    passed &= ok
+    details.append(f"losses at {len(steps)} log lines: worst rel diff {worst_loss:.1e} (<= 1e-3)")
+    (gpu_state, gpu_tensors), (cpu_state, cpu_tensors) = (checkpoint_of(runs["twelve-steps", args.device][2]),
+                                                          checkpoint_of(runs["twelve-steps", "cpu"][2]))
+    if gpu_state is None or cpu_state is None:
+        passed = False
+        details.append("twelve-steps: a checkpoint is missing")
+    else:
+        keys = ("step", "epoch", "step_in_epoch", "world_size")
+        same_state = all(gpu_state.get(k) == cpu_state.get(k) for k in keys)
+        weights = [n for n in cpu_tensors if not n.startswith("optimizer.") and cpu_tensors[n].dtype.kind == "f"]
+        worst = max(relative_l2(gpu_tensors[n], cpu_tensors[n]) for n in weights)
+        ok = same_state and sorted(gpu_tensors) == sorted(cpu_tensors) and worst <= 1e-2
+        passed &= ok
+        details.append(f"checkpoint: state {'equal' if same_state else 'DIFFERS'} (step {gpu_state.get('step')}), "
+                       f"{len(gpu_tensors)} tensors, weights worst rel L2 {worst:.1e} (<= 1e-2)")
+    timing = re.findall(r"timing step=\d+ .*reduction_wait max=([0-9.]+) \(rank (\d) on [^)]*\) min=([0-9.]+) "
+                        r"\(rank (\d)", gpu_out)
+    ranks_named = {rank for line in timing for rank in (line[1], line[3])}
+    waited = any(float(line[0]) > 0 for line in timing)
+    ok = len(timing) >= 5 and ranks_named == {"0", "1"} and waited
+    passed &= ok
+    details.append(f"{len(timing)} timing lines naming ranks {sorted(ranks_named)}, reduction wait measured "
+                   f"{'> 0' if waited else 'ZERO'}")
+    return report(f"two ranks on one {args.device} (NCCL socket transport) against two CPU ranks, fp32", passed,
+                  "; ".join(details))
+
+
+CHECKS = ("accuracy", "resume", "across", "torchvision", "fast", "two-ranks")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
@@ -206,7 +375,15 @@ def main():
     parser.add_argument("--infer", default=os.path.join(ROOT, "build", "tests", "gpu", "gpu_infer"))
     parser.add_argument("--work", default=None)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="the device under test")
+    parser.add_argument("--checks", default=",".join(CHECKS), help="comma-separated: " + ", ".join(CHECKS))
+    parser.add_argument("--epochs", type=int, default=4, help="of the accuracy job (and the jobs resumed from it)")
+    parser.add_argument("--fast-steps", type=int, default=60, help="steps of each fast-path job")
     args = parser.parse_args()
+    checks = [c for c in args.checks.split(",") if c]
+    unknown = [c for c in checks if c not in CHECKS]
+    if unknown:
+        parser.error(f"unknown checks {unknown}; choose from {', '.join(CHECKS)}")
+    JOB["epochs"] = str(args.epochs)
     work = args.work or tempfile.mkdtemp(prefix="gpu-training-check-")
     os.makedirs(work, exist_ok=True)
     data = args.data
@@ -216,13 +393,29 @@ def main():
         roots = [os.path.join(work, "data", d) for d in os.listdir(os.path.join(work, "data"))]
         data = roots[0] if len(roots) == 1 and os.path.isdir(os.path.join(roots[0], "train")) else os.path.join(work, "data")
     data = os.path.abspath(data)
-    accurate, reference = check_accuracy(args, data, work)
-    results = [accurate, check_resume(args, data, work, reference), check_across_devices(args, data, work)]
-    try:
-        results.append(check_torchvision(args, work, reference))
-    except Exception as error:  # noqa: BLE001 - a missing PyTorch or file is a failed check, reported
-        results.append(report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
-                              repr(error)[:300]))
+    results, reference = [], None
+    if "accuracy" in checks:
+        accurate, reference = check_accuracy(args, data, work)
+        results.append(accurate)
+    elif {"resume", "torchvision"} & set(checks):
+        # They compare with the uninterrupted GPU run: make it.
+        reference = os.path.join(work, f"fashion-{args.device}")
+        make_job(reference, data, dict(JOB, device=args.device))
+        run_train(args.train, reference, os.path.join(work, f"fashion-{args.device}.log"))
+    if "resume" in checks:
+        results.append(check_resume(args, data, work, reference))
+    if "across" in checks:
+        results.append(check_across_devices(args, data, work))
+    if "torchvision" in checks:
+        try:
+            results.append(check_torchvision(args, work, reference))
+        except Exception as error:  # noqa: BLE001 - a missing PyTorch or file is a failed check, reported
+            results.append(report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
+                                  repr(error)[:300]))
+    if "fast" in checks:
+        results.append(check_fast_path(args, data, work))
+    if "two-ranks" in checks:
+        results.append(check_two_ranks(args, data, work))
     print(f"logs and jobs: {work}", flush=True)
     return 0 if all(results) else 1
 
