@@ -52,6 +52,12 @@ using clock = std::chrono::steady_clock;
 constexpr auto drain_limit = std::chrono::seconds(5);
 // After asking mpirun to kill the ranks, how long before everything is killed outright.
 constexpr auto kill_after_terminate = std::chrono::seconds(10);
+// After a rank has reported its failure, how long mpirun may take to end the job before it is told to. mpirun
+// tears a job down in seconds, except when it waits for a daemon on a host it can no longer reach (that
+// host's network gone): then it would wait for ever.
+constexpr auto teardown_limit = std::chrono::seconds(20);
+// How often the ranks' reason folder is looked at while the job runs.
+constexpr auto reason_check_every = std::chrono::seconds(1);
 // Lines of each rank's error output kept for the failure report.
 constexpr size_t error_tail_lines = 20;
 
@@ -120,6 +126,7 @@ class JobRun {
         close_output();
         return;
       }
+      notice_failure();
       escalate_stop_if_due();
 
       pollfd fds[3] = {{inbox.fd(), POLLIN, 0}, {mpirun_.stdout_fd, POLLIN, 0}, {mpirun_.stderr_fd, POLLIN, 0}};
@@ -167,6 +174,7 @@ class JobRun {
     if (!stop_signal_) {
       stop_signal_ = signal_number;
       stop_time_ = std::chrono::system_clock::now();
+      stop_steady_ = clock::now();
       stop_deadline_ = clock::now() + settings_.stop_grace;
       log_info("received {}: asking every rank to checkpoint and stop (up to {} s)", signal_name(signal_number),
                settings_.stop_grace.count());
@@ -180,10 +188,35 @@ class JobRun {
     }
   }
 
+  // The first sign that the job is failing: a rank's reason in the folder, or mpirun or rank-exec naming a
+  // failed rank. From then on mpirun has teardown_limit to end the job.
+  void notice_failure() {
+    if (failure_seen_ || mpirun_status_) return;
+    const auto now = clock::now();
+    std::optional<int> rank;
+    if (auto failure = messages_.first_failure()) rank = failure->rank;
+    if (!rank && reasons_ && now >= next_reason_check_) {
+      next_reason_check_ = now + reason_check_every;
+      if (auto reasons = read_rank_reasons(reasons_->path()); !reasons.empty()) rank = reasons.front().rank;
+    }
+    if (!rank) return;
+    failure_seen_ = now;
+    failed_rank_ = *rank;
+  }
+
   void escalate_stop_if_due() {
-    if (!stop_signal_ || mpirun_status_) return;
+    if (mpirun_status_) return;
     auto now = clock::now();
-    if (!terminate_sent_ && now >= stop_deadline_) {
+    const bool failure_due = failure_seen_ && now >= *failure_seen_ + teardown_limit;
+    if (!terminate_sent_ && failure_due && !(stop_signal_ && now >= stop_deadline_)) {
+      log_error("mpirun has not ended the job {} s after rank {} reported its failure (it waits for a host it "
+                "cannot reach?); telling it to end now",
+                std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count(), failed_rank_);
+      ::kill(mpirun_.pid, SIGTERM);
+      terminate_sent_ = true;
+      teardown_forced_ = true;
+      kill_deadline_ = now + kill_after_terminate;
+    } else if (!terminate_sent_ && stop_signal_ && now >= stop_deadline_) {
       log_info("ranks are still running after the stop request; telling mpirun to end them");
       ::kill(mpirun_.pid, SIGTERM);
       terminate_sent_ = true;
@@ -238,7 +271,10 @@ class JobRun {
 
   int report() {
     const int mpirun_code = mpirun_status_ ? exit_code_from_wait_status(*mpirun_status_) : exit_code::internal_error;
-    if (stop_signal_) {
+    // A stop request that came after a rank had failed does not hide that failure: the rank's reason is the
+    // job's (a stop is what an operator does to a job that seems to hang).
+    const bool failed_before_stop = failure_seen_ && (!stop_signal_ || *failure_seen_ <= stop_steady_);
+    if (stop_signal_ && !failed_before_stop) {
       std::string summary = fmt::format(
           "The job was stopped by {} (SageMaker's stop or a spot interruption); the ranks were asked to checkpoint "
           "and exit, and mpirun then {}.{}",
@@ -294,6 +330,12 @@ class JobRun {
       }
       if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
       if (failure->code() != 0) code = failure->code();
+      if (teardown_forced_) {
+        details.push_back(fmt::format(
+            "(mpirun did not end within {} s of the ranks' failure, waiting for a host it could no longer reach or "
+            "a rank that would not end; train ended it and every process it had started)",
+            std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count()));
+      }
     } else {
       summary = fmt::format("mpirun {} before any rank reported a failure.",
                             mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not report its status");
@@ -324,6 +366,11 @@ class JobRun {
   clock::time_point kill_deadline_{};
   bool terminate_sent_ = false;
   bool kill_sent_ = false;
+  clock::time_point stop_steady_{};
+  std::optional<clock::time_point> failure_seen_;  // when the job was first seen failing
+  int failed_rank_ = -1;
+  clock::time_point next_reason_check_{};
+  bool teardown_forced_ = false;  // mpirun was ended by train after teardown_limit
   MpirunMessages messages_;
   std::map<int, std::deque<std::string>> error_tails_;
   TaggedOutputDemux demux_{[this](const RankLine& line) { on_line(line); }};

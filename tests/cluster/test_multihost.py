@@ -65,6 +65,7 @@ class Job:
         self.processes = {}
         self.codes = {}
         self.started_at = {}
+        self.ended_at = {}
 
     def start(self, host, delay=0.0):
         if delay:
@@ -100,10 +101,13 @@ class Job:
     def wait(self, timeout=JOB_LIMIT):
         """Every started host's exit code; fails the test if one is still running after `timeout` s."""
         deadline = time.monotonic() + timeout
-        for host, process in self.processes.items():
-            try:
-                self.codes[host] = process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while time.monotonic() < deadline and len(self.ended_at) < len(self.processes):
+            for host, process in self.processes.items():
+                if host not in self.ended_at and process.poll() is not None:
+                    self.codes[host], self.ended_at[host] = process.returncode, time.monotonic()
+            time.sleep(0.1)
+        for host in self.processes:
+            if host not in self.ended_at:
                 logs = "\n".join(f"--- {h}:\n{self.log(h)[-3000:]}" for h in self.processes)
                 raise AssertionError(f"train on {host} still runs after {timeout} s\n{logs}")
         return self.codes
@@ -458,6 +462,30 @@ class MultiHostTest(unittest.TestCase):
             self.assertEqual((codes["algo-2"], codes["algo-3"]), (0, 0), job.describe())
             failure = failure_text(cluster, "algo-1")
             self.assertRegex(failure, r"did not complete within 8 s.*another rank is stuck or gone", failure)
+            self.assert_nothing_left(cluster)
+
+    def test_worker_cut_off_mid_training(self):
+        """The worker's interface goes down after step 10: its daemon can never be told to end, and mpirun
+        would wait for it for ever. The master ends within a minute with rank 0's (or 1's) reason."""
+        with self.cluster(hosts=2) as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(
+                dict(LONG_JOB, max_steps=100000)))
+            job = Job(cluster, env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"))
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"step=10 ")
+            cut_at = time.monotonic()
+            simcluster.run_tool(["ip", "-n", cluster.netns("algo-2"), "link", "set", cluster.interface, "down"])
+            codes = job.wait(timeout=150)
+            took = job.ended_at["algo-1"] - cut_at
+            print(f"the master ended {took:.1f} s after its worker was cut off", flush=True)
+            self.assertEqual(codes["algo-1"], 124, job.describe())
+            self.assertEqual(codes["algo-2"], 75, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertRegex(failure.splitlines()[0], r"^Rank [01] of 4 on host algo-1 exited with code 124\.$",
+                             failure)
+            self.assertRegex(failure, r"did not complete within 8 s", failure)
+            self.assertRegex(failure, r"mpirun did not end within \d+ s of the ranks' failure", failure)
+            self.assertLess(took, 75, job.describe())
             self.assert_nothing_left(cluster)
 
 
