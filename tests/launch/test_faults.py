@@ -524,6 +524,38 @@ class HangsAndLeftovers(FaultCase):
         self.assert_nothing_left()
 
 
+    def test_a_read_that_never_returns_is_named_and_holds_nothing_up(self):
+        # The image list's first image lies on a file system whose reads never return (a stalled FastFile, EFS
+        # or NFS read; tests/support/stalled_fuse.py): rank 0's first batch never comes. After
+        # TRAIN_DATA_TIMEOUT_SECONDS the rank names the file and fails; the thread stuck in read() must not
+        # keep it from exiting.
+        images = self.folder()
+        os.makedirs(os.path.join(images, "stalled"))
+        lists = os.path.join(self.base, "lists")
+        os.makedirs(lists)
+        names = ["stalled/stuck.jpg"] + sorted(os.path.relpath(os.path.join(d, f), images)
+                                               for d, _, fs in os.walk(images) for f in fs)
+        with open(os.path.join(lists, "train.lst"), "w") as f:
+            for i, name in enumerate(names):
+                f.write(f"{i}\t{i % 2}\t{name}\n")
+        self.job(SMALL, {"train": images, "train_lst": lists})
+        mountpoint = os.path.join(images, "stalled")
+        self.start_command(["unshare", "--mount", "--propagation", "private", sys.executable,
+                            os.path.join(REPO, "tests", "support", "stalled_fuse.py"), mountpoint, "stuck.jpg", "2000",
+                            "--", test_launch.TRAIN], {"OMP_NUM_THREADS": "1", "TRAIN_DATA_TIMEOUT_SECONDS": "3"})
+        self.wait_for_output("allreduce check passed")
+        checked_at = time.monotonic()
+        code = self.finish(90)
+        took = time.monotonic() - checked_at
+        print(f"\nthe rank whose read never returned ended the job {took:.1f} s after training began "
+              f"(TRAIN_DATA_TIMEOUT_SECONDS=3)", flush=True)
+        stuck = os.path.join(self.base, "input", "data", "train", "stalled", "stuck.jpg")  # as the rank names it
+        self.assert_failed(code, 124, r"^Rank 0 of 2 on host algo-1 exited with code 124\.$",
+                           "no training batch arrived within 3 s", f"still reading {stuck} (a read that has not "
+                           "returned for ")
+        self.assertLess(took, 3 + 15, self.logs())
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 7. Smaller mismatches
 
