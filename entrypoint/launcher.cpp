@@ -65,7 +65,8 @@ class JobRun {
  public:
   JobRun(const JobDescription& job, const LaunchSettings& settings) : job_(job), settings_(settings) {}
 
-  int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
+  int run(const EnvironmentMap& given_environment, SignalInbox& inbox, LauncherCompanions* companions) {
+    companions_ = companions;
     become_child_subreaper();
     start_job_report(job_.paths);
     const OutputLocations* trained = job_.workload == Workload::train_resnet ? &job_.outputs : nullptr;
@@ -108,7 +109,8 @@ class JobRun {
     event_loop(inbox);
     demux_.finish();
     int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
-                                [this](pid_t pid, int status) { on_child_exit(pid, status); }, spare_children);
+                                [this](pid_t pid, int status) { on_child_exit(pid, status); },
+                                companions_ ? companions_->pids() : std::set<pid_t>{});
     if (left > 0) log_error("{} child process(es) could not be ended", left);
     return report();
   }
@@ -232,6 +234,8 @@ class JobRun {
   void on_child_exit(pid_t pid, int status) {
     if (pid == mpirun_.pid) {
       mpirun_status_ = status;
+    } else if (companions_) {
+      companions_->exited(pid, status);
     }
   }
 
@@ -336,6 +340,12 @@ class JobRun {
             "a rank that would not end; train ended it and every process it had started)",
             std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count()));
       }
+    } else if (const std::string trouble = companions_ ? companions_->trouble() : ""; !trouble.empty()) {
+      summary = trouble;
+      details = messages_.own_error_lines();
+      details.insert(details.begin(), fmt::format("mpirun {} before any rank reported a failure.",
+                                                  mpirun_status_ ? describe_wait_status(*mpirun_status_)
+                                                                 : "did not report its status"));
     } else {
       summary = fmt::format("mpirun {} before any rank reported a failure.",
                             mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not report its status");
@@ -357,6 +367,7 @@ class JobRun {
 
   const JobDescription& job_;
   const LaunchSettings& settings_;
+  LauncherCompanions* companions_ = nullptr;
   std::unique_ptr<RankReasonFolder> reasons_;
   std::chrono::system_clock::time_point stop_time_{};
   ChildProcess mpirun_;
@@ -379,11 +390,11 @@ class JobRun {
 }  // namespace
 
 int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment,
-                 SignalInbox* inbox, const std::set<pid_t>& spare_children) {
+                 SignalInbox* inbox, LauncherCompanions* companions) {
   JobRun run(job, settings);
-  if (inbox != nullptr) return run.run(environment, *inbox, spare_children);
+  if (inbox != nullptr) return run.run(environment, *inbox, companions);
   SignalInbox own_inbox;
-  return run.run(environment, own_inbox, spare_children);
+  return run.run(environment, own_inbox, companions);
 }
 
 }  // namespace train

@@ -16,6 +16,8 @@ namespace {
 
 // sshd needs well under a second to listen; a loaded host may need more.
 constexpr auto sshd_start_limit = std::chrono::seconds(20);
+// An sshd that keeps dying has a reason that starting it again will not cure.
+constexpr int restart_limit = 5;
 
 }  // namespace
 
@@ -36,12 +38,9 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
   // script creates; a container has no init.
   std::error_code ignored;
   std::filesystem::create_directories("/run/sshd", ignored);
-  // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps; errors
-  // only, or every connection (mpirun's, and the workers' probes of the master) would add log lines.
-  SpawnOptions options;
-  options.capture_output = false;
-  options.die_with_parent = true;
-  pid_ = spawn_child({settings.sshd, "-D", "-e", "-o", "LogLevel=ERROR"}, environment, options).pid;
+  program_ = settings.sshd;
+  environment_ = environment;
+  spawn();
   log_info("started {} (pid {}); waiting for it to answer on {}:{}", settings.sshd, pid_, address, settings.ssh_port);
   const auto deadline = std::chrono::steady_clock::now() + sshd_start_limit;
   std::string why_not;
@@ -60,6 +59,40 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
 }
 
 SshdService::~SshdService() { stop(); }
+
+void SshdService::spawn() {
+  // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps; errors
+  // only, or every connection (mpirun's, and the workers' probes of the master) would add log lines.
+  SpawnOptions options;
+  options.capture_output = false;
+  options.die_with_parent = true;
+  pid_ = spawn_child({program_, "-D", "-e", "-o", "LogLevel=ERROR"}, environment_, options).pid;
+}
+
+bool SshdService::restart_if_ours(pid_t pid, int status) {
+  if (pid <= 0 || pid != pid_) return false;
+  pid_ = -1;
+  const std::string how = describe_wait_status(status);
+  if (restarts_ >= restart_limit) {
+    death_ = fmt::format("This host's sshd {} after being started again {} times, so it was left dead: the workers "
+                         "judge the master alive by its sshd, and gave up on it.",
+                         how, restarts_);
+    log_error("{}", death_);
+    return true;
+  }
+  try {
+    spawn();
+    ++restarts_;
+    log_info("sshd (pid {}) {}; starting it again (pid {}): the workers judge this host alive by its answer", pid,
+             how, pid_);
+  } catch (const std::exception& error) {
+    death_ = fmt::format("This host's sshd {} and could not be started again ({}): the workers judge the master "
+                         "alive by its sshd, and gave up on it.",
+                         how, error.what());
+    log_error("{}", death_);
+  }
+  return true;
+}
 
 void SshdService::stop() {
   if (pid_ <= 0) return;
