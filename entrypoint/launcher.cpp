@@ -340,6 +340,18 @@ class JobRun {
             "a rank that would not end; train ended it and every process it had started)",
             std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count()));
       }
+    } else if (!messages_.usage_error().empty()) {
+      // mpirun refused its command line: the part of it that is the user's is custom_mpi_options.
+      code = exit_code::launch_failed;
+      const auto options = job_.hyperparameters.custom_mpi_options();
+      summary = fmt::format("mpirun refused its command line: {}.", messages_.usage_error());
+      if (!options.empty()) {
+        details.push_back(fmt::format("The hyperparameter custom_mpi_options adds \"{}\" to it; check those options "
+                                      "against the image's `mpirun --help`.",
+                                      fmt::join(options, " ")));
+      }
+      const auto& own = messages_.own_error_lines();
+      details.insert(details.end(), own.begin(), own.end());
     } else if (const std::string trouble = companions_ ? companions_->trouble() : ""; !trouble.empty()) {
       summary = trouble;
       details = messages_.own_error_lines();

@@ -598,6 +598,18 @@ class SmallerMismatches(FaultCase):
         self.assertNotIn("A checkpoint was written", text)
         self.assert_nothing_left()
 
+    def test_mpirun_refusing_custom_mpi_options_is_69_naming_the_option(self):
+        # mpirun's own exit codes for these are 1 and 134; its usage errors are the launch failing (69).
+        for options, refused in (("--bogus-option", 'mpirun does not know the option "--bogus-option"'),
+                                 ("--map-by bogus", 'mpirun does not know the mapping policy "bogus"'),
+                                 ("-x", 'mpirun found no program "rank" to run (an option before it may lack its '
+                                        "value")):
+            with self.subTest(options=options):
+                shutil.rmtree(os.path.join(self.base, "output"), ignore_errors=True)
+                self.job(dict(SYNTHETIC, custom_mpi_options=options))
+                self.assert_failed(self.run_job(timeout=60), 69, "^mpirun refused its command line: " + re.escape(refused),
+                                   f'The hyperparameter custom_mpi_options adds "{options}" to it')
+
     def test_every_invalid_channel_name_at_once(self):
         self.job(SYNTHETIC, modes={"train data": "File", "ok": "Stream", "../x": "File"})
         validate = subprocess.run([test_launch.TRAIN, "validate", self.base], stdout=subprocess.PIPE,
