@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "entrypoint/argument_limits.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
 #include "entrypoint/job_directories.h"
@@ -99,11 +100,13 @@ class JobRun {
     log_info("mpirun command: {}", shown);
     try {
       mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
-    } catch (const std::exception& error) {
+    } catch (const SpawnError& error) {
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);
       write_failure_file(job_.paths, compose_failure_text(
-          summary, {"Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
+          summary, {error.error == E2BIG
+                        ? explain_argument_list_too_long(command, ranks_environment, job_.hyperparameters.decoded()) + "."
+                        : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
       return exit_code::launch_failed;
     }
     event_loop(inbox);

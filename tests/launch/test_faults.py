@@ -610,6 +610,15 @@ class SmallerMismatches(FaultCase):
                 self.assert_failed(self.run_job(timeout=60), 69, "^mpirun refused its command line: " + re.escape(refused),
                                    f'The hyperparameter custom_mpi_options adds "{options}" to it')
 
+    def test_a_hyperparameter_too_large_for_the_command_line_is_named(self):
+        # `train -- CMD` passes each hyperparameter in SM_HPS, SM_HP_<NAME>, SM_TRAINING_ENV, SM_USER_ARGS and
+        # on the command line: one of 200 kB makes exec fail with E2BIG ("Argument list too long").
+        self.job({"processes_per_host": "1", "vocabulary": "x" * 200000})
+        code = self.run_job(args=["--", "true"], timeout=60)
+        self.assert_failed(code, 69, r"^Rank 0 of 1 on host algo-1 exited with code 69\.$",
+                           "cannot run true: Argument list too long: the hyperparameter `vocabulary` (200000 bytes) "
+                           "makes SM_TRAINING_ENV (", "pass a large value in a file instead")
+
     def test_every_invalid_channel_name_at_once(self):
         self.job(SYNTHETIC, modes={"train data": "File", "ok": "Stream", "../x": "File"})
         validate = subprocess.run([test_launch.TRAIN, "validate", self.base], stdout=subprocess.PIPE,
