@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/memory_facts.h"
 #include "entrypoint/argument_limits.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
@@ -11,6 +12,7 @@
 #include "entrypoint/job_report.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/rank_memory.h"
 #include "entrypoint/rank_output_relay.h"
 #include "entrypoint/signal_inbox.h"
 #include "job/rank_reason.h"
@@ -98,6 +100,7 @@ class JobRun {
     std::string shown;
     for (const auto& word : command) shown += (shown.empty() ? "" : " ") + word;
     log_info("mpirun command: {}", shown);
+    oom_kills_at_start_ = cgroup_out_of_memory_kills();
     try {
       mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
     } catch (const SpawnError& error) {
@@ -133,6 +136,7 @@ class JobRun {
       }
       notice_failure();
       escalate_stop_if_due();
+      if (!mpirun_status_) memory_.sample_if_due(mpirun_.pid);
 
       pollfd fds[3] = {{inbox.fd(), POLLIN, 0}, {mpirun_.stdout_fd, POLLIN, 0}, {mpirun_.stderr_fd, POLLIN, 0}};
       int ready = ::poll(fds, 3, 200);
@@ -336,6 +340,7 @@ class JobRun {
         if (reason.rank == failure->rank) add_reason(reason, details);
       }
       if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
+      if (failure->signal == SIGKILL) details.push_back(out_of_memory_hint(failure->rank));
       if (failure->code() != 0) code = failure->code();
       if (teardown_forced_) {
         details.push_back(fmt::format(
@@ -371,6 +376,30 @@ class JobRun {
     return code == 0 ? exit_code::internal_error : code;
   }
 
+  // What a rank killed by SIGKILL is told: whether the out-of-memory killer struck in this container during
+  // the job (its cgroup's count), the rank's peak memory as last seen, the host's memory and the batch.
+  std::string out_of_memory_hint(int rank) const {
+    const auto kills = cgroup_out_of_memory_kills();
+    const uint64_t struck =
+        kills && oom_kills_at_start_ && *kills > *oom_kills_at_start_ ? *kills - *oom_kills_at_start_ : 0;
+    const auto peak = memory_.peak(rank);
+    const std::string memory =
+        (peak ? fmt::format("rank {}'s memory had peaked at {} when last seen; ", rank, memory_text(*peak)) : "") +
+        host_memory_text();
+    const std::string remedy =
+        (job_.workload == Workload::train_resnet
+             ? fmt::format("lower mini_batch_size ({} images per host over {} ranks) or image_shape",
+                           job_.hyperparameters.integer("mini_batch_size"), job_.ranks_per_host)
+             : std::string("use less memory per rank")) +
+        ", run fewer ranks per host (processes_per_host), or use an instance with more memory";
+    if (struck > 0) {
+      return fmt::format("The kernel's out-of-memory killer ended {} process{} of this container during the job ({}): "
+                         "{}.",
+                         struck, struck == 1 ? "" : "es", memory, remedy);
+    }
+    return fmt::format("SIGKILL is often the kernel's out-of-memory killer ({}); if it was, {}.", memory, remedy);
+  }
+
   // The reason's lines as the rank logged them ("[train] error: ..."), unless mpirun relayed them already.
   static void add_reason(const RankReason& reason, std::vector<std::string>& details) {
     if (reason.lines.empty()) return;
@@ -397,6 +426,8 @@ class JobRun {
   int failed_rank_ = -1;
   clock::time_point next_reason_check_{};
   bool teardown_forced_ = false;  // mpirun was ended by train after teardown_limit
+  RankMemoryWatch memory_;
+  std::optional<uint64_t> oom_kills_at_start_;
   MpirunMessages messages_;
   std::map<int, std::deque<std::string>> error_tails_;
   TaggedOutputDemux demux_{[this](const RankLine& line) { on_line(line); }};

@@ -75,6 +75,45 @@ def flip_weight_exponent(path, tensor="conv1.weight"):
         f.write(bytes([byte ^ 0x40]))
 
 
+def memory_cgroup(test, limit_bytes):
+    """A memory cgroup of the test's own with a limit (cgroup v1's memory controller, or v2's where it is enabled
+    for children), removed when the test ends; the folder whose cgroup.procs takes a process."""
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            own["v2" if controllers == "" else controllers] = path
+    candidates = []
+    if "memory" in own:
+        candidates += [(os.path.join("/sys/fs/cgroup/memory", own["memory"].lstrip("/")), "memory.limit_in_bytes"),
+                       ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")]
+    if "v2" in own:
+        candidates += [(os.path.join("/sys/fs/cgroup", own["v2"].lstrip("/")), "memory.max")]
+    for parent, limit_file in candidates:
+        if not os.path.exists(os.path.join(parent, limit_file)):
+            continue
+        folder = os.path.join(parent, f"train-test-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.mkdir(folder)
+            with open(os.path.join(folder, limit_file), "w") as f:
+                f.write(str(limit_bytes))
+        except OSError:
+            continue
+
+        def remove(folder=folder):
+            deadline = time.monotonic() + 10
+            while os.path.exists(folder):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        test.addCleanup(remove)
+        return folder
+    test.fail(f"no memory cgroup can be made here (this process's cgroups: {own})")
+
+
 class FaultCase(LaunchTestCase):
     """A job directory with channels, and `train` run plainly or inside a wrapper (a mount namespace)."""
 
@@ -618,6 +657,27 @@ class SmallerMismatches(FaultCase):
         self.assert_failed(code, 69, r"^Rank 0 of 1 on host algo-1 exited with code 69\.$",
                            "cannot run true: Argument list too long: the hyperparameter `vocabulary` (200000 bytes) "
                            "makes SM_TRAINING_ENV (", "pass a large value in a file instead")
+
+    def test_out_of_memory_is_said_with_the_ranks_peak_memory(self):
+        # A batch far beyond the host's memory: the allocation fails (std::bad_alloc) in every rank.
+        self.job(dict(SYNTHETIC, image_shape="3,4096,4096", mini_batch_size="65536"))
+        self.assert_failed(self.run_job(timeout=60), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           "out of memory: an allocation failed (std::bad_alloc) after this rank's memory had peaked at ",
+                           "this host has ", "lower mini_batch_size or image_shape")
+
+    def test_a_rank_killed_by_the_out_of_memory_killer_is_told_so(self):
+        # The job runs in a memory cgroup of its own whose limit the first training step exceeds: the kernel's
+        # out-of-memory killer ends a rank with SIGKILL, as in a container with too little memory.
+        cgroup = memory_cgroup(self, 900 * 2**20)
+        self.job(dict(SYNTHETIC, image_shape="3,224,224", mini_batch_size="64"))
+        self.start_command(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$0"', test_launch.TRAIN],
+                           {"OMP_NUM_THREADS": "1"})
+        text = self.assert_failed(self.finish(120), 137, r"^Rank [01] of 2 on host algo-1 was killed by signal 9 "
+                                  r"\(SIGKILL\)\.$", "The kernel's out-of-memory killer ended ",
+                                  "of this container during the job (rank ", "'s memory had peaked at ",
+                                  "the container may use 900 MiB", "lower mini_batch_size (64 images per host over 2 "
+                                  "ranks) or image_shape")
+        print(f"\n{text}", flush=True)
 
     def test_every_invalid_channel_name_at_once(self):
         self.job(SYNTHETIC, modes={"train data": "File", "ok": "Stream", "../x": "File"})
