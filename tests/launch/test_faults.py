@@ -595,6 +595,66 @@ class HangsAndLeftovers(FaultCase):
         self.assertLess(took, 3 + 15, self.logs())
 
 
+    def test_shared_memory_of_a_killed_job_is_removed_by_the_next_one(self):
+        # In a mount namespace with a /dev/shm of its own (a holder process keeps it), a job is killed outright
+        # mid-training, every process at once, as when a container's PID 1 is SIGKILLed: its launcher's reason
+        # folder and Open MPI's segments stay. The next job on the host removes them, and nothing of a live
+        # process: a reason folder whose owner runs, and a segment that a process maps.
+        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   "mount -t tmpfs train-test-shm /dev/shm && echo ready && exec sleep 600"],
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.stdout.close)
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        self.assertEqual(holder.stdout.readline().strip(), "ready")
+        shm = f"/proc/{holder.pid}/root/dev/shm"
+        inside = ["nsenter", "-t", str(holder.pid), "-m", "--"]
+        self.job(SYNTHETIC)
+        self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1"})
+        self.wait_for_output("step=2 ")
+        test_launch.kill_processes_with_token(self.token)
+        self.finish(30)
+        left = sorted(os.listdir(shm))
+        self.assertTrue(any(name.startswith("train-reasons-") for name in left), left)
+        self.assertTrue(any(name.startswith("vader_segment.") for name in left), left)
+        # What a live process holds: its reason folder, a segment it maps.
+        host = socket.gethostname()
+        live_folder = os.path.join(shm, f"train-reasons-{holder.pid}-live")
+        os.mkdir(live_folder)
+        with open(f"/proc/{holder.pid}/stat") as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+        with open(os.path.join(live_folder, "owner"), "w") as f:
+            f.write(f"pid={holder.pid} start={start} pidns={os.stat('/proc/self/ns/pid').st_ino}")
+        live_segment = f"vader_segment.{host}.0.live.0"
+        mapper = subprocess.Popen(inside + [sys.executable, "-c", (
+            "import mmap, os, sys, time\n"
+            f"fd = os.open('/dev/shm/{live_segment}', os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "os.ftruncate(fd, 4096)\n"
+            "m = mmap.mmap(fd, 4096)\n"
+            "print('mapped', flush=True)\n"
+            "time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(mapper.stdout.close)
+        self.addCleanup(mapper.wait)
+        self.addCleanup(mapper.kill)
+        self.assertEqual(mapper.stdout.readline().strip(), "mapped")
+        # The next job starts later: everything here is older than the minute a new segment is spared.
+        an_hour_ago = time.time() - 3600
+        for name in os.listdir(shm):
+            os.utime(os.path.join(shm, name), (an_hour_ago, an_hour_ago))
+        stale = [name for name in left if name.startswith(("train-reasons-", "vader_segment."))]
+        self.job(dict(SYNTHETIC, max_steps="2"))
+        self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1"})
+        self.assert_exit_code(self.finish(120), 0)
+        self.assertIn(f"removed {len(stale)} item(s) of shared memory left by jobs that were killed: ",
+                      self.stderr_text(), self.logs())
+        now = sorted(os.listdir(shm))
+        for name in stale:
+            self.assertNotIn(name, now)
+        self.assertIn(os.path.basename(live_folder), now)
+        self.assertIn(live_segment, now)
+        self.assert_nothing_left()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 7. Smaller mismatches
 
