@@ -49,7 +49,7 @@ int exit_code_from_wait_status(int status) {
 
 ChildProcess spawn_child(const std::vector<std::string>& argv, const EnvironmentMap& environment,
                          const SpawnOptions& options) {
-  if (argv.empty()) throw std::runtime_error("spawn_child: empty command");
+  if (argv.empty()) throw SpawnError("spawn_child: empty command", EINVAL);
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
   int exec_status_pipe[2] = {-1, -1};

@@ -103,11 +103,12 @@ class JobRun {
     oom_kills_at_start_ = cgroup_out_of_memory_kills();
     try {
       mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
-    } catch (const SpawnError& error) {
+    } catch (const std::exception& error) {
+      const auto* spawn = dynamic_cast<const SpawnError*>(&error);
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);
       write_failure_file(job_.paths, compose_failure_text(
-          summary, {error.error == E2BIG
+          summary, {spawn != nullptr && spawn->error == E2BIG
                         ? explain_argument_list_too_long(command, ranks_environment, job_.hyperparameters.decoded()) + "."
                         : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
       return exit_code::launch_failed;

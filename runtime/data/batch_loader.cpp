@@ -193,13 +193,13 @@ void BatchLoader::start_threads() {
 
 BatchLoader::~BatchLoader() {
   core_->stop();
-  const std::vector<std::string> busy = core_->stalled_samples(std::chrono::milliseconds(0));
   if (core_->wait_exited(static_cast<int>(threads_.size()), abandon_after)) {
     for (auto& thread : threads_) thread.join();
     return;
   }
   // A thread blocked in a system call cannot be interrupted, and joining it would hold the rank (and its
   // report of why it fails) hostage for as long as the call: leave it with its share of the core.
+  const std::vector<std::string> busy = core_->stalled_samples(std::chrono::milliseconds(0));
   log_error("data loader: a thread still waits for {} after {} s; it is left behind",
             busy.empty() ? std::string("the record stream") : busy.front(), abandon_after.count());
   for (auto& thread : threads_) thread.detach();
