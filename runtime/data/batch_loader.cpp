@@ -45,7 +45,8 @@ class BatchLoader::Core {
   void fetch();  // with a feed: fills slots in order
   // Called by each thread as the last thing it does with the loader.
   void exited();
-  // Waits up to `limit` for every thread to have exited; true when they all have.
+  // Waits for every thread to have exited, giving each sample in hand `limit` since its load began (and an idle
+  // thread `limit` to wake and go); true when they all have.
   bool wait_exited(int threads, std::chrono::milliseconds limit);
   Status next(Batch& batch, std::chrono::milliseconds timeout);
   void stop();
@@ -200,8 +201,8 @@ BatchLoader::~BatchLoader() {
   // A thread blocked in a system call cannot be interrupted, and joining it would hold the rank (and its
   // report of why it fails) hostage for as long as the call: leave it with its share of the core.
   const std::vector<std::string> busy = core_->stalled_samples(std::chrono::milliseconds(0));
-  log_error("data loader: a thread still waits for {} after {} s; it is left behind",
-            busy.empty() ? std::string("the record stream") : busy.front(), abandon_after.count());
+  log_error("data loader: a thread still waits for {}; it is left behind",
+            busy.empty() ? std::string("the record stream") : busy.front());
   for (auto& thread : threads_) thread.detach();
 }
 
@@ -236,7 +237,11 @@ void BatchLoader::Core::exited() {
 
 bool BatchLoader::Core::wait_exited(int threads, std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return exits_.wait_for(lock, limit, [&] { return exited_ == threads; });
+  const auto now = std::chrono::steady_clock::now();
+  // A load that has already lasted `limit` (the data timeout fired on it, say) is not waited for again.
+  auto deadline = now + (loading_.empty() ? limit : std::chrono::milliseconds(100));
+  for (const auto& [worker, loading] : loading_) deadline = std::max(deadline, loading.since + limit);
+  return exits_.wait_until(lock, deadline, [&] { return exited_ == threads; });
 }
 
 std::vector<std::string> BatchLoader::Core::stalled_samples(std::chrono::milliseconds longer_than) const {

@@ -87,10 +87,11 @@ class BatchLoader {
   BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
   // Batches from a stream of records decoded and augmented per `image`.
   BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options);
-  // Stops the threads and joins them, waiting up to `abandon_after` for one busy with a sample. A thread
-  // still blocked then (in a read of a stalled network file system, say, or an open() of a FIFO nobody
-  // writes) cannot be interrupted: it is detached and left behind, and the state it shares is freed when it
-  // returns, if ever (the process usually ends first: such a loader is the failing rank's).
+  // Stops the threads and joins them, giving a thread busy with a sample until that sample's load has lasted
+  // `abandon_after`. A thread still blocked then (in a read of a stalled network file system, say, or an
+  // open() of a FIFO nobody writes) cannot be interrupted: it is detached and left behind, and the state it
+  // shares is freed when it returns, if ever (the process usually ends first: such a loader is the failing
+  // rank's, whose data timeout fired on that read).
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -114,7 +115,7 @@ class BatchLoader {
   const SampleSource& source() const;  // not with a feed
   const LoaderOptions& options() const;
 
-  // How long the destructor waits for a thread busy with a sample before it leaves the thread behind.
+  // How long a sample's load may last before the destructor leaves its thread behind.
   static constexpr std::chrono::seconds abandon_after{5};
 
  private:
