@@ -95,9 +95,13 @@ def memory_cgroup(test, limit_bytes):
         folder = os.path.join(parent, f"train-test-{os.getpid()}-{time.monotonic_ns()}")
         try:
             os.mkdir(folder)
+        except OSError:
+            continue
+        try:
             with open(os.path.join(folder, limit_file), "w") as f:
                 f.write(str(limit_bytes))
-        except OSError:
+        except OSError:  # v2 without the memory controller for children
+            os.rmdir(folder)
             continue
 
         def remove(folder=folder):
