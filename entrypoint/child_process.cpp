@@ -21,7 +21,7 @@ void close_if_open(int fd) {
 
 void make_pipe(int fds[2]) {
   if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(fmt::format("pipe2 failed: {}", std::strerror(errno)));
+    throw SpawnError(fmt::format("pipe2 failed: {}", std::strerror(errno)), errno);
   }
 }
 
@@ -49,7 +49,7 @@ int exit_code_from_wait_status(int status) {
 
 ChildProcess spawn_child(const std::vector<std::string>& argv, const EnvironmentMap& environment,
                          const SpawnOptions& options) {
-  if (argv.empty()) throw std::runtime_error("spawn_child: empty command");
+  if (argv.empty()) throw SpawnError("spawn_child: empty command", EINVAL);
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
   int exec_status_pipe[2] = {-1, -1};
@@ -76,7 +76,7 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const Environment
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_status_pipe[0], exec_status_pipe[1]}) {
       close_if_open(fd);
     }
-    throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(saved)));
+    throw SpawnError(fmt::format("fork failed: {}", std::strerror(saved)), saved);
   }
   if (pid == 0) {
     if (options.new_process_group) ::setpgid(0, 0);
@@ -115,7 +115,7 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const Environment
     ::waitpid(pid, &status, 0);
     close_if_open(out_pipe[0]);
     close_if_open(err_pipe[0]);
-    throw std::runtime_error(fmt::format("cannot run {}: {}", argv[0], std::strerror(exec_error)));
+    throw SpawnError(fmt::format("cannot run {}: {}", argv[0], std::strerror(exec_error)), exec_error);
   }
 
   ChildProcess child;

@@ -4,6 +4,7 @@
 
 #include "common/environment_map.h"
 
+#include <stdexcept>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -22,8 +23,15 @@ struct SpawnOptions {
   bool die_with_parent = false;  // SIGKILL it if this process dies first (a wrapper must not leave orphans)
 };
 
-// Starts argv[0] (searched in PATH) with `environment`. Throws std::runtime_error with the reason when it
-// cannot be started (including exec failing in the child, reported back through a close-on-exec pipe).
+// Why a child could not be started; `error` is the errno of the call that failed (exec's, when exec did).
+class SpawnError : public std::runtime_error {
+ public:
+  SpawnError(const std::string& message, int error) : std::runtime_error(message), error(error) {}
+  int error;
+};
+
+// Starts argv[0] (searched in PATH) with `environment`. Throws SpawnError with the reason when it cannot be
+// started (including exec failing in the child, reported back through a close-on-exec pipe).
 ChildProcess spawn_child(const std::vector<std::string>& argv, const EnvironmentMap& environment,
                          const SpawnOptions& options);
 

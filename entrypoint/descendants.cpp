@@ -3,6 +3,7 @@
 #include <csignal>
 #include <dirent.h>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -25,22 +26,47 @@ std::vector<pid_t> all_process_ids() {
   return pids;
 }
 
+namespace {
+
+// The parent of `pid` from /proc/PID/stat; -1 when it is gone.
+pid_t parent_process(pid_t pid) {
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(stat_file, stat)) return -1;
+  // The command name is in parentheses and may itself contain spaces or ')': parse after the last ')'.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  char state = 0;
+  long ppid = -1;
+  fields >> state >> ppid;
+  return static_cast<pid_t>(ppid);
+}
+
+}  // namespace
+
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> children;
   for (pid_t pid : all_process_ids()) {
-    std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    if (!std::getline(stat_file, stat)) continue;
-    // The command name is in parentheses and may itself contain spaces or ')': parse after the last ')'.
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 2));
-    char state = 0;
-    long ppid = 0;
-    fields >> state >> ppid;
-    if (ppid == parent) children.push_back(pid);
+    if (parent_process(pid) == parent) children.push_back(pid);
   }
   return children;
+}
+
+std::vector<pid_t> descendants_of(pid_t root) {
+  std::multimap<pid_t, pid_t> children;  // parent -> child, from one pass over /proc
+  for (pid_t pid : all_process_ids()) children.emplace(parent_process(pid), pid);
+  std::vector<pid_t> found;
+  std::vector<pid_t> pending{root};
+  while (!pending.empty()) {
+    const pid_t parent = pending.back();
+    pending.pop_back();
+    for (auto [it, end] = children.equal_range(parent); it != end; ++it) {
+      found.push_back(it->second);
+      pending.push_back(it->second);
+    }
+  }
+  return found;
 }
 
 int reap_exited_children(const std::function<void(pid_t, int)>& on_exit) {

@@ -16,6 +16,9 @@ std::vector<pid_t> all_process_ids();
 // Direct children of `parent` (orphans re-parented to a subreaper included), read from /proc.
 std::vector<pid_t> children_of(pid_t parent);
 
+// Every process below `root` (children, their children, ...), from one pass over /proc.
+std::vector<pid_t> descendants_of(pid_t root);
+
 // Reaps every child that has exited; `on_exit(pid, status)` is called for each. Returns how many.
 int reap_exited_children(const std::function<void(pid_t, int)>& on_exit);
 

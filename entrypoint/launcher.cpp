@@ -3,6 +3,8 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/memory_facts.h"
+#include "entrypoint/argument_limits.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
 #include "entrypoint/job_directories.h"
@@ -10,6 +12,7 @@
 #include "entrypoint/job_report.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/rank_memory.h"
 #include "entrypoint/rank_output_relay.h"
 #include "entrypoint/signal_inbox.h"
 #include "job/rank_reason.h"
@@ -52,6 +55,12 @@ using clock = std::chrono::steady_clock;
 constexpr auto drain_limit = std::chrono::seconds(5);
 // After asking mpirun to kill the ranks, how long before everything is killed outright.
 constexpr auto kill_after_terminate = std::chrono::seconds(10);
+// After a rank has reported its failure, how long mpirun may take to end the job before it is told to. mpirun
+// tears a job down in seconds, except when it waits for a daemon on a host it can no longer reach (that
+// host's network gone): then it would wait for ever.
+constexpr auto teardown_limit = std::chrono::seconds(20);
+// How often the ranks' reason folder is looked at while the job runs.
+constexpr auto reason_check_every = std::chrono::seconds(1);
 // Lines of each rank's error output kept for the failure report.
 constexpr size_t error_tail_lines = 20;
 
@@ -59,7 +68,8 @@ class JobRun {
  public:
   JobRun(const JobDescription& job, const LaunchSettings& settings) : job_(job), settings_(settings) {}
 
-  int run(const EnvironmentMap& given_environment, SignalInbox& inbox, const std::set<pid_t>& spare_children) {
+  int run(const EnvironmentMap& given_environment, SignalInbox& inbox, LauncherCompanions* companions) {
+    companions_ = companions;
     become_child_subreaper();
     start_job_report(job_.paths);
     const OutputLocations* trained = job_.workload == Workload::train_resnet ? &job_.outputs : nullptr;
@@ -90,19 +100,24 @@ class JobRun {
     std::string shown;
     for (const auto& word : command) shown += (shown.empty() ? "" : " ") + word;
     log_info("mpirun command: {}", shown);
+    oom_kills_at_start_ = cgroup_out_of_memory_kills();
     try {
       mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
     } catch (const std::exception& error) {
+      const auto* spawn = dynamic_cast<const SpawnError*>(&error);
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);
       write_failure_file(job_.paths, compose_failure_text(
-          summary, {"Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
+          summary, {spawn != nullptr && spawn->error == E2BIG
+                        ? explain_argument_list_too_long(command, ranks_environment, job_.hyperparameters.decoded()) + "."
+                        : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
       return exit_code::launch_failed;
     }
     event_loop(inbox);
     demux_.finish();
     int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
-                                [this](pid_t pid, int status) { on_child_exit(pid, status); }, spare_children);
+                                [this](pid_t pid, int status) { on_child_exit(pid, status); },
+                                companions_ ? companions_->pids() : std::set<pid_t>{});
     if (left > 0) log_error("{} child process(es) could not be ended", left);
     return report();
   }
@@ -120,7 +135,9 @@ class JobRun {
         close_output();
         return;
       }
+      notice_failure();
       escalate_stop_if_due();
+      if (!mpirun_status_) memory_.sample_if_due(mpirun_.pid);
 
       pollfd fds[3] = {{inbox.fd(), POLLIN, 0}, {mpirun_.stdout_fd, POLLIN, 0}, {mpirun_.stderr_fd, POLLIN, 0}};
       int ready = ::poll(fds, 3, 200);
@@ -167,6 +184,7 @@ class JobRun {
     if (!stop_signal_) {
       stop_signal_ = signal_number;
       stop_time_ = std::chrono::system_clock::now();
+      stop_steady_ = clock::now();
       stop_deadline_ = clock::now() + settings_.stop_grace;
       log_info("received {}: asking every rank to checkpoint and stop (up to {} s)", signal_name(signal_number),
                settings_.stop_grace.count());
@@ -180,10 +198,35 @@ class JobRun {
     }
   }
 
+  // The first sign that the job is failing: a rank's reason in the folder, or mpirun or rank-exec naming a
+  // failed rank. From then on mpirun has teardown_limit to end the job.
+  void notice_failure() {
+    if (failure_seen_ || mpirun_status_) return;
+    const auto now = clock::now();
+    std::optional<int> rank;
+    if (auto failure = messages_.first_failure()) rank = failure->rank;
+    if (!rank && reasons_ && now >= next_reason_check_) {
+      next_reason_check_ = now + reason_check_every;
+      if (auto reasons = read_rank_reasons(reasons_->path()); !reasons.empty()) rank = reasons.front().rank;
+    }
+    if (!rank) return;
+    failure_seen_ = now;
+    failed_rank_ = *rank;
+  }
+
   void escalate_stop_if_due() {
-    if (!stop_signal_ || mpirun_status_) return;
+    if (mpirun_status_) return;
     auto now = clock::now();
-    if (!terminate_sent_ && now >= stop_deadline_) {
+    const bool failure_due = failure_seen_ && now >= *failure_seen_ + teardown_limit;
+    if (!terminate_sent_ && failure_due && !(stop_signal_ && now >= stop_deadline_)) {
+      log_error("mpirun has not ended the job {} s after rank {} reported its failure (it waits for a host it "
+                "cannot reach?); telling it to end now",
+                std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count(), failed_rank_);
+      ::kill(mpirun_.pid, SIGTERM);
+      terminate_sent_ = true;
+      teardown_forced_ = true;
+      kill_deadline_ = now + kill_after_terminate;
+    } else if (!terminate_sent_ && stop_signal_ && now >= stop_deadline_) {
       log_info("ranks are still running after the stop request; telling mpirun to end them");
       ::kill(mpirun_.pid, SIGTERM);
       terminate_sent_ = true;
@@ -199,6 +242,8 @@ class JobRun {
   void on_child_exit(pid_t pid, int status) {
     if (pid == mpirun_.pid) {
       mpirun_status_ = status;
+    } else if (companions_) {
+      companions_->exited(pid, status);
     }
   }
 
@@ -238,7 +283,10 @@ class JobRun {
 
   int report() {
     const int mpirun_code = mpirun_status_ ? exit_code_from_wait_status(*mpirun_status_) : exit_code::internal_error;
-    if (stop_signal_) {
+    // A stop request that came after a rank had failed does not hide that failure: the rank's reason is the
+    // job's (a stop is what an operator does to a job that seems to hang).
+    const bool failed_before_stop = failure_seen_ && (!stop_signal_ || *failure_seen_ <= stop_steady_);
+    if (stop_signal_ && !failed_before_stop) {
       std::string summary = fmt::format(
           "The job was stopped by {} (SageMaker's stop or a spot interruption); the ranks were asked to checkpoint "
           "and exit, and mpirun then {}.{}",
@@ -293,7 +341,32 @@ class JobRun {
         if (reason.rank == failure->rank) add_reason(reason, details);
       }
       if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
+      if (failure->signal == SIGKILL) details.push_back(out_of_memory_hint(failure->rank));
       if (failure->code() != 0) code = failure->code();
+      if (teardown_forced_) {
+        details.push_back(fmt::format(
+            "(mpirun did not end within {} s of the ranks' failure, waiting for a host it could no longer reach or "
+            "a rank that would not end; train ended it and every process it had started)",
+            std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count()));
+      }
+    } else if (!messages_.usage_error().empty()) {
+      // mpirun refused its command line: the part of it that is the user's is custom_mpi_options.
+      code = exit_code::launch_failed;
+      const auto options = job_.hyperparameters.custom_mpi_options();
+      summary = fmt::format("mpirun refused its command line: {}.", messages_.usage_error());
+      if (!options.empty()) {
+        details.push_back(fmt::format("The hyperparameter custom_mpi_options adds \"{}\" to it; check those options "
+                                      "against the image's `mpirun --help`.",
+                                      fmt::join(options, " ")));
+      }
+      const auto& own = messages_.own_error_lines();
+      details.insert(details.end(), own.begin(), own.end());
+    } else if (const std::string trouble = companions_ ? companions_->trouble() : ""; !trouble.empty()) {
+      summary = trouble;
+      details = messages_.own_error_lines();
+      details.insert(details.begin(), fmt::format("mpirun {} before any rank reported a failure.",
+                                                  mpirun_status_ ? describe_wait_status(*mpirun_status_)
+                                                                 : "did not report its status"));
     } else {
       summary = fmt::format("mpirun {} before any rank reported a failure.",
                             mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not report its status");
@@ -302,6 +375,30 @@ class JobRun {
     log_error("{}", summary);
     write_failure_file(job_.paths, compose_failure_text(summary, details));
     return code == 0 ? exit_code::internal_error : code;
+  }
+
+  // What a rank killed by SIGKILL is told: whether the out-of-memory killer struck in this container during
+  // the job (its cgroup's count), the rank's peak memory as last seen, the host's memory and the batch.
+  std::string out_of_memory_hint(int rank) const {
+    const auto kills = cgroup_out_of_memory_kills();
+    const uint64_t struck =
+        kills && oom_kills_at_start_ && *kills > *oom_kills_at_start_ ? *kills - *oom_kills_at_start_ : 0;
+    const auto peak = memory_.peak(rank);
+    const std::string memory =
+        (peak ? fmt::format("rank {}'s memory had peaked at {} when last seen; ", rank, memory_text(*peak)) : "") +
+        host_memory_text();
+    const std::string remedy =
+        (job_.workload == Workload::train_resnet
+             ? fmt::format("lower mini_batch_size ({} images per host over {} ranks) or image_shape",
+                           job_.hyperparameters.integer("mini_batch_size"), job_.ranks_per_host)
+             : std::string("use less memory per rank")) +
+        ", run fewer ranks per host (processes_per_host), or use an instance with more memory";
+    if (struck > 0) {
+      return fmt::format("The kernel's out-of-memory killer ended {} process{} of this container during the job ({}): "
+                         "{}.",
+                         struck, struck == 1 ? "" : "es", memory, remedy);
+    }
+    return fmt::format("SIGKILL is often the kernel's out-of-memory killer ({}); if it was, {}.", memory, remedy);
   }
 
   // The reason's lines as the rank logged them ("[train] error: ..."), unless mpirun relayed them already.
@@ -315,6 +412,7 @@ class JobRun {
 
   const JobDescription& job_;
   const LaunchSettings& settings_;
+  LauncherCompanions* companions_ = nullptr;
   std::unique_ptr<RankReasonFolder> reasons_;
   std::chrono::system_clock::time_point stop_time_{};
   ChildProcess mpirun_;
@@ -324,6 +422,13 @@ class JobRun {
   clock::time_point kill_deadline_{};
   bool terminate_sent_ = false;
   bool kill_sent_ = false;
+  clock::time_point stop_steady_{};
+  std::optional<clock::time_point> failure_seen_;  // when the job was first seen failing
+  int failed_rank_ = -1;
+  clock::time_point next_reason_check_{};
+  bool teardown_forced_ = false;  // mpirun was ended by train after teardown_limit
+  RankMemoryWatch memory_;
+  std::optional<uint64_t> oom_kills_at_start_;
   MpirunMessages messages_;
   std::map<int, std::deque<std::string>> error_tails_;
   TaggedOutputDemux demux_{[this](const RankLine& line) { on_line(line); }};
@@ -332,11 +437,11 @@ class JobRun {
 }  // namespace
 
 int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment,
-                 SignalInbox* inbox, const std::set<pid_t>& spare_children) {
+                 SignalInbox* inbox, LauncherCompanions* companions) {
   JobRun run(job, settings);
-  if (inbox != nullptr) return run.run(environment, *inbox, spare_children);
+  if (inbox != nullptr) return run.run(environment, *inbox, companions);
   SignalInbox own_inbox;
-  return run.run(environment, own_inbox, spare_children);
+  return run.run(environment, own_inbox, companions);
 }
 
 }  // namespace train

@@ -28,9 +28,22 @@ struct LaunchSettings {
 LaunchSettings launch_settings_from_environment(const EnvironmentMap& environment,
                                                 std::vector<std::string> rank_program);
 
+// Children of the launcher's process that are not the job's and outlive mpirun (a multi-host master's
+// sshd). The launcher reaps every child, so it tells their owner when one of them exits.
+class LauncherCompanions {
+ public:
+  virtual ~LauncherCompanions() = default;
+  // The processes the launcher's final sweep must leave running.
+  virtual std::set<pid_t> pids() const = 0;
+  // Child `pid`, not mpirun, was reaped with wait status `status`.
+  virtual void exited(pid_t pid, int status) = 0;
+  // One sentence when the companions may have failed the job (an sshd that died for good), else empty.
+  virtual std::string trouble() const = 0;
+};
+
 // Runs the job; returns the exit code for `train` (README "Exit codes"). A multi-host master passes the
-// signal inbox it already reads, and the children (its sshd) that must outlive mpirun.
+// signal inbox it already reads, and its companions.
 int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment,
-                 SignalInbox* inbox = nullptr, const std::set<pid_t>& spare_children = {});
+                 SignalInbox* inbox = nullptr, LauncherCompanions* companions = nullptr);
 
 }  // namespace train

@@ -6,6 +6,7 @@
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
 #include "entrypoint/rank_exec.h"
+#include "entrypoint/shared_memory_sweep.h"
 #include "entrypoint/validate_command.h"
 #include "job/gpu_inventory.h"
 #include "job/hyperparameter_schema.h"
@@ -91,6 +92,9 @@ int launch(const std::vector<std::string>& user_command) {
     std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
     log_info("each rank runs: {}{}{}", fmt::join(user_command, " "), arguments.empty() ? "" : " ", arguments);
   }
+  // A job killed outright on this host left its shared memory behind (a container's /dev/shm is its own, but
+  // a host's may serve job after job).
+  remove_stale_shared_memory();
   // Hosts that do not train (instance groups outside the distribution) still wait for the job's end.
   if (job.cluster.all_hosts.size() > 1) return run_multi_host(job, settings, environment);
   return run_launcher(job, settings, environment);

@@ -20,7 +20,29 @@ void MpirunMessages::observe(const std::string& line) {
   static const std::regex exit_code(R"(^\s*Exit code:\s*(\d+))");
   static const std::regex abort_rank(R"(MPI_ABORT was invoked on rank (\d+) in communicator)");
   static const std::regex abort_code(R"(^\s*with errorcode (-?\d+))");
+  // Open MPI 4.1's words for a command line it refuses (its help texts: an unknown option; a mapping, ranking
+  // or binding policy it does not know; a word taken for the program to run, as when an option lacks its value).
+  static const std::regex unknown_option(R"re(^mpirun: Error: unknown option "([^"]*)")re");
+  static const std::regex unknown_policy(R"(The specified (mapping|ranking|binding) policy is not recognized)");
+  static const std::regex policy(R"(^\s*Policy:\s*(.*\S))");
+  static const std::regex no_executable(R"(mpirun was unable to find the specified executable file)");
+  static const std::regex executable(R"(^\s*Executable:\s*(.*\S))");
   std::smatch match;
+  if (usage_error_.empty()) {
+    if (std::regex_search(line, match, unknown_option)) {
+      usage_error_ = fmt::format("mpirun does not know the option \"{}\"", match[1].str());
+    } else if (std::regex_search(line, match, unknown_policy)) {
+      pending_usage_ = match[1].str();
+    } else if (std::regex_search(line, match, no_executable)) {
+      pending_usage_ = "executable";
+    } else if (!pending_usage_.empty() && pending_usage_ != "executable" && std::regex_search(line, match, policy)) {
+      usage_error_ = fmt::format("mpirun does not know the {} policy \"{}\"", pending_usage_, match[1].str());
+    } else if (pending_usage_ == "executable" && std::regex_search(line, match, executable)) {
+      usage_error_ = fmt::format("mpirun found no program \"{}\" to run (an option before it may lack its value, "
+                                 "so that mpirun took the next word for the program)",
+                                 match[1].str());
+    }
+  }
   if (std::regex_search(line, match, noticed_signal)) {
     if (!failure_) {
       failure_ = RankFailure{std::stoi(match[1]), std::nullopt, std::stoi(match[3]), match[2]};

@@ -37,6 +37,9 @@ class MpirunMessages {
   std::optional<RankFailure> first_failure() const { return failure_ ? failure_ : first_rank_report_; }
   // mpirun's own explanation when it failed before or outside the ranks (the first substantive lines).
   const std::vector<std::string>& own_error_lines() const { return own_lines_; }
+  // What mpirun refused in its own command line (an option or policy it does not know, a word it took for
+  // the program to run), in words: "mpirun does not know the option \"--bogus\"". Empty when none.
+  const std::string& usage_error() const { return usage_error_; }
 
  private:
   std::optional<RankFailure> failure_;
@@ -44,6 +47,8 @@ class MpirunMessages {
   std::optional<int> pending_process_rank_;
   std::optional<int> pending_abort_rank_;
   std::vector<std::string> own_lines_;
+  std::string pending_usage_;  // a usage message whose subject ("Policy:", "Executable:") comes on a later line
+  std::string usage_error_;
 };
 
 // "[train] rank 1: command `python3` exited with code 3" / "... was killed by signal 9 (SIGKILL)": what

@@ -171,7 +171,7 @@ class TemporaryHostfile {
   std::string path_;
 };
 
-class HostRun {
+class HostRun : private LauncherCompanions {
  public:
   HostRun(JobDescription job, const LaunchSettings& launch, const EnvironmentMap& environment)
       : job_(std::move(job)), launch_(launch), environment_(environment) {}
@@ -282,7 +282,8 @@ class HostRun {
       hostfile.emplace(hostfile_text(mpirun_hosts, job_.ranks_per_host), environment_);
       launch.hostfile = hostfile->path();
     }
-    int code = run_launcher(job_, launch, environment_, &waiter_.inbox(), sshd_children());
+    spared_ = children_of(::getpid());  // only sshd is running before mpirun starts
+    int code = run_launcher(job_, launch, environment_, &waiter_.inbox(), this);
     // Workers tell a finished job from a lost master by whether the master still answers once their ranks
     // are gone; keep answering a little while.
     log_info("master: keeping sshd up {} s so that the workers see the job end", settings_.master_linger.count());
@@ -291,11 +292,17 @@ class HostRun {
     return code;
   }
 
-  std::set<pid_t> sshd_children() const {
-    std::set<pid_t> spare;
-    for (pid_t pid : children_of(::getpid())) spare.insert(pid);  // only sshd is running before mpirun starts
+  // The launcher's companions: sshd, which it must leave running (a restarted one too) and which is started
+  // again when it dies while the job runs.
+  std::set<pid_t> pids() const override {
+    std::set<pid_t> spare(spared_.begin(), spared_.end());
+    if (sshd_ && sshd_->pid() > 0) spare.insert(sshd_->pid());
     return spare;
   }
+  void exited(pid_t pid, int status) override {
+    if (sshd_) sshd_->restart_if_ours(pid, status);
+  }
+  std::string trouble() const override { return sshd_ ? sshd_->death() : std::string(); }
 
   JobDescription job_;
   const LaunchSettings& launch_;
@@ -305,6 +312,7 @@ class HostRun {
   JobWaiter waiter_{inbox_};
   std::unique_ptr<SshdService> sshd_;
   std::unique_ptr<RegistrationServer> registration_;
+  std::vector<pid_t> spared_;
 };
 
 }  // namespace

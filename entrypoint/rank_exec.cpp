@@ -6,6 +6,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "entrypoint/argument_limits.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
 #include "entrypoint/mpirun_outcome.h"
@@ -16,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <ctime>
@@ -106,16 +108,23 @@ int run_rank_exec(const std::vector<std::string>& command) {
   std::vector<std::string> argv = command;
   for (auto& argument : user_command_arguments(job)) argv.push_back(std::move(argument));
   ChildProcess child;
+  EnvironmentMap program_environment = rank_program_environment(job, environment, *identity);
+  preload_job_host_name(job, program_environment, identity->rank);
   try {
     SpawnOptions options;
     options.capture_output = false;
     options.new_process_group = true;  // mpirun signals our group: SIGUSR2 must not reach the program
     options.die_with_parent = true;
-    EnvironmentMap program_environment = rank_program_environment(job, environment, *identity);
-    preload_job_host_name(job, program_environment, identity->rank);
     child = spawn_child(argv, program_environment, options);
   } catch (const std::exception& error) {
-    log_error("rank {}: {}", identity->rank, error.what());
+    const auto* spawn = dynamic_cast<const SpawnError*>(&error);
+    const std::string message =
+        spawn != nullptr && spawn->error == E2BIG
+            ? fmt::format("rank {}: {}: {}", identity->rank, error.what(),
+                          explain_argument_list_too_long(argv, program_environment, job.hyperparameters.decoded()))
+            : fmt::format("rank {}: {}", identity->rank, error.what());
+    write_rank_reason(identity->rank, exit_code::launch_failed, 0, message);
+    log_error("{}", message);
     return exit_code::launch_failed;
   }
 

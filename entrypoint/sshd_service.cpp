@@ -64,6 +64,9 @@ std::string user_name() {
   return entry && entry->pw_name && entry->pw_name[0] ? entry->pw_name : "root";
 }
 
+// An sshd that keeps dying has a reason that starting it again will not cure.
+constexpr int restart_limit = 5;
+
 }  // namespace
 
 SshdService::SshdService(const MultiHostSettings& settings, const std::string& address,
@@ -87,19 +90,14 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
   std::error_code ignored;
   std::filesystem::create_directories("/run/sshd", ignored);
   make_host_key_if_none(environment, waiter);
-  // -D: stay in the foreground as our child; -e: messages to our stderr, which SageMaker keeps; errors
-  // only, or every connection (mpirun's, and the workers' probes of the master) would add log lines.
   // ListenAddress and AllowUsers given here add to any in the image's configuration (docker/sshd_config
   // has none): the job's interface only, and this user only from the addresses that log in here.
   std::vector<std::string> allowed;
   for (const auto& from : allowed_from) allowed.push_back(fmt::format("{}@{}", user_name(), from));
-  SpawnOptions options;
-  options.capture_output = false;
-  options.die_with_parent = true;
-  pid_ = spawn_child({settings.sshd, "-D", "-e", "-o", "LogLevel=ERROR", "-o", "ListenAddress=" + address, "-o",
-                      fmt::format("AllowUsers={}", fmt::join(allowed, " "))},
-                     environment, options)
-             .pid;
+  command_ = {settings.sshd, "-D", "-e", "-o", "LogLevel=ERROR", "-o", "ListenAddress=" + address, "-o",
+              fmt::format("AllowUsers={}", fmt::join(allowed, " "))};
+  environment_ = environment;
+  spawn();
   log_info("started {} (pid {}) on {}:{}, letting {} in from {} only; waiting for it to answer", settings.sshd, pid_,
            address, settings.ssh_port, user_name(), fmt::join(allowed_from, ", "));
   const auto deadline = std::chrono::steady_clock::now() + sshd_start_limit;
@@ -119,6 +117,41 @@ SshdService::SshdService(const MultiHostSettings& settings, const std::string& a
 }
 
 SshdService::~SshdService() { stop(); }
+
+// The command is sshd -D (in the foreground, as our child) -e (messages to our stderr, which SageMaker keeps)
+// at LogLevel=ERROR (or every connection, mpirun's and the workers' probes of the master, would add log
+// lines), with its listen address and allowed users.
+void SshdService::spawn() {
+  SpawnOptions options;
+  options.capture_output = false;
+  options.die_with_parent = true;
+  pid_ = spawn_child(command_, environment_, options).pid;
+}
+
+bool SshdService::restart_if_ours(pid_t pid, int status) {
+  if (pid <= 0 || pid != pid_) return false;
+  pid_ = -1;
+  const std::string how = describe_wait_status(status);
+  if (restarts_ >= restart_limit) {
+    death_ = fmt::format("This host's sshd {} after being started again {} times, so it was left dead: the workers "
+                         "judge the master alive by its sshd, and gave up on it.",
+                         how, restarts_);
+    log_error("{}", death_);
+    return true;
+  }
+  try {
+    spawn();
+    ++restarts_;
+    log_info("sshd (pid {}) {}; starting it again (pid {}): the workers judge this host alive by its answer", pid,
+             how, pid_);
+  } catch (const std::exception& error) {
+    death_ = fmt::format("This host's sshd {} and could not be started again ({}): the workers judge the master "
+                         "alive by its sshd, and gave up on it.",
+                         how, error.what());
+    log_error("{}", death_);
+  }
+  return true;
+}
 
 void SshdService::stop() {
   if (pid_ <= 0) return;

@@ -32,8 +32,25 @@ class SshdService {
   // Ends our sshd (not one that was already running). Safe to call twice.
   void stop();
 
+  // Our sshd's process id; -1 when we did not start one (or it is gone for good).
+  pid_t pid() const { return pid_; }
+
+  // Told that child `pid` exited: when it was our sshd, starts it again (a few times at most) and returns
+  // true. Once the job's mpirun runs, nothing of the job needs this host's sshd, but the workers judge
+  // the master alive by its answer, and would give up on a master whose sshd died.
+  bool restart_if_ours(pid_t pid, int status);
+
+  // One sentence when our sshd died and could not be started again; empty otherwise.
+  const std::string& death() const { return death_; }
+
  private:
+  void spawn();
+
+  std::vector<std::string> command_;  // sshd and its arguments, kept to start it again
+  EnvironmentMap environment_;
   pid_t pid_ = -1;
+  int restarts_ = 0;
+  std::string death_;
 };
 
 }  // namespace train

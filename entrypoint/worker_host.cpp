@@ -43,6 +43,11 @@ class MasterWatch {
     next_probe_ = now + probe_interval;
     std::string why_not;
     if (ssh_answers(address_, settings_.ssh_port, probe_timeout, &why_not)) {
+      if (silent_since_logged_) {
+        log_info("the master {} answers again after {} s", job_.cluster.master_host,
+                 std::chrono::duration_cast<std::chrono::seconds>(clock::now() - last_answer_).count());
+        silent_since_logged_ = false;
+      }
       last_answer_ = clock::now();
       return;
     }

@@ -2,6 +2,7 @@
 
 #include "common/atomic_file.h"
 #include "common/environment_error.h"
+#include "common/process_identity.h"
 #include "common/temporary_directory.h"
 
 #include <fmt/format.h>
@@ -21,6 +22,14 @@ namespace train {
 namespace {
 
 constexpr std::string_view file_prefix = "rank-";
+constexpr std::string_view folder_prefix = "train-reasons-";
+constexpr std::string_view owner_file = "owner";
+
+// Where the folders are made: /dev/shm when it is writable, else the temporary folder.
+std::filesystem::path folders_parent() {
+  if (::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  return temporary_directory(current_environment());
+}
 constexpr std::string_view first_line = "train rank reason 1";
 
 int64_t realtime_ns() {
@@ -78,13 +87,26 @@ std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder) {
 }
 
 RankReasonFolder::RankReasonFolder() {
-  std::string parent = "/dev/shm";
-  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
-    parent = temporary_directory(current_environment()).string();
-  }
-  std::string pattern = parent + "/train-reasons-XXXXXX";
+  std::string pattern = fmt::format("{}/{}{}-XXXXXX", folders_parent().string(), folder_prefix, ::getpid());
   if (::mkdtemp(pattern.data()) == nullptr) throw_file_error("create the folder", pattern, errno);
   path_ = pattern;
+  write_file_atomically(path_ / owner_file, this_process().to_text());
+}
+
+std::vector<std::filesystem::path> RankReasonFolder::remove_stale() {
+  std::vector<std::filesystem::path> removed;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(folders_parent(), error), end; !error && it != end; it.increment(error)) {
+    if (it->path().filename().string().rfind(folder_prefix, 0) != 0) continue;
+    std::ifstream in(it->path() / owner_file);
+    std::string text;
+    std::getline(in, text);
+    const auto owner = ProcessIdentity::from_text(text);
+    if (!owner || !process_has_ended(*owner)) continue;  // a live launcher's, or one we cannot judge
+    std::error_code ignored;
+    if (std::filesystem::remove_all(it->path(), ignored) > 0) removed.push_back(it->path());
+  }
+  return removed;
 }
 
 RankReasonFolder::~RankReasonFolder() {

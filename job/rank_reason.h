@@ -35,10 +35,15 @@ void write_rank_reason(int rank, int exit_code, int signal, std::string_view mes
 std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder);
 
 // The folder a launcher makes for its ranks' reasons (in /dev/shm when it is writable, else in $TMPDIR or
-// /tmp), removed with its content when this goes. Throws EnvironmentError when none can be made.
+// /tmp), removed with its content when this goes. Its name holds the launcher's pid, and its `owner` file
+// the launcher's identity (common/process_identity.h), so that a later launcher can tell the folder of one
+// that was killed (SIGKILL leaves it behind) from a live job's. Throws EnvironmentError when none can be made.
 class RankReasonFolder {
  public:
   RankReasonFolder();
+  // Removes the folders of launchers that have ended (never a live one's, nor one of another PID namespace
+  // sharing the folder); returns them.
+  static std::vector<std::filesystem::path> remove_stale();
   ~RankReasonFolder();
   RankReasonFolder(const RankReasonFolder&) = delete;
   RankReasonFolder& operator=(const RankReasonFolder&) = delete;

@@ -4,6 +4,7 @@
 #include "common/environment_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/memory_facts.h"
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "job/rank_mark.h"
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <system_error>
 
 namespace train {
@@ -148,6 +150,14 @@ int run_rank() {
       return fail_rank(exit_code::environment, machine_fault_message(error.what(), error.code().value()));
     }
     return fail_rank(exit_code::internal_error, error.what());
+  } catch (const std::bad_alloc&) {
+    // The job asks for more memory than the host has (a batch, an input size, ranks per host): the job's
+    // fault, like a batch larger than a GPU holds.
+    return fail_rank(exit_code::invalid_job,
+                     fmt::format("out of memory: an allocation failed (std::bad_alloc) after this rank's memory had "
+                                 "peaked at {} ({}); lower mini_batch_size or image_shape, run fewer ranks per host "
+                                 "(processes_per_host), or use an instance with more memory",
+                                 memory_text(own_peak_memory_bytes()), host_memory_text()));
   } catch (const std::exception& error) {
     return fail_rank(exit_code::internal_error, error.what());
   }

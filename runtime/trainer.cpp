@@ -160,9 +160,13 @@ bool Trainer::next_batch(data::BatchLoader& loader, data::Batch& batch) {
     if (status == data::BatchLoader::Status::batch) return true;
     if (status == data::BatchLoader::Status::end || status == data::BatchLoader::Status::stopped) return false;
     if (clock::now() > deadline) {
+      // A read that never returns (a stalled network file system, a FIFO in an image's place) is named.
+      const auto stalled = loader.stalled_samples(std::chrono::duration_cast<std::chrono::milliseconds>(limit) / 2);
       throw data::DataTimeout(fmt::format("no training batch arrived within {} s (set TRAIN_DATA_TIMEOUT_SECONDS to "
-                                          "wait longer): the data is unreadable or too slow",
-                                          limit.count()));
+                                          "wait longer): the data is unreadable or too slow{}",
+                                          limit.count(),
+                                          stalled.empty() ? std::string()
+                                                          : fmt::format("; still reading {}", fmt::join(stalled, "; "))));
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "runtime/data/batch_loader.h"
 
+#include "common/log.h"
+
 #include "runtime/data/data_error.h"
 #include "runtime/data/sampler.h"
 
@@ -7,12 +9,19 @@
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
 namespace train::data {
 
-struct BatchLoader::Slot {
+namespace {
+
+// One batch in the making.
+struct Slot {
   enum class State { free, preparing, filling };
   State state = State::free;
   int64_t sequence = -1;
@@ -23,6 +32,63 @@ struct BatchLoader::Slot {
   int finished = 0;    // samples done (successfully or not)
   std::exception_ptr error;
   int error_at = INT_MAX;  // the failed sample's place in the batch: the first one is reported
+};
+
+}  // namespace
+
+class BatchLoader::Core {
+ public:
+  Core(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
+  Core(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options);
+
+  void work(int worker);
+  void fetch();  // with a feed: fills slots in order
+  // Called by each thread as the last thing it does with the loader.
+  void exited();
+  // Waits for every thread to have exited, giving each sample in hand `limit` since its load began (and an idle
+  // thread `limit` to wake and go); true when they all have.
+  bool wait_exited(int threads, std::chrono::milliseconds limit);
+  Status next(Batch& batch, std::chrono::milliseconds timeout);
+  void stop();
+  std::vector<std::string> stalled_samples(std::chrono::milliseconds longer_than) const;
+  DataPosition position() const;
+  int64_t batches_per_epoch() const;
+
+  std::shared_ptr<const SampleSource> source_;
+  std::shared_ptr<RecordFeed> feed_;
+  ImageFolderOptions fed_image_;
+  int height_ = 0, width_ = 0;
+  LoaderOptions options_;
+  int64_t shard_size_ = 0;
+
+ private:
+  struct Loading {  // a sample a thread is loading
+    int64_t sample = -1;
+    std::chrono::steady_clock::time_point since;
+  };
+  void decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label);
+  bool plan_next(Batch& batch);  // fills position, next and size of the next batch; false at the end
+  std::shared_ptr<const std::vector<int64_t>> shard_for(int64_t epoch);
+  DataPosition normalise(DataPosition position) const;
+
+  mutable std::mutex mutex_;
+  std::condition_variable workers_wake_;
+  std::condition_variable consumer_wake_;
+  std::condition_variable exits_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  int64_t planned_ = 0;    // batches planned so far (sequence numbers 0..planned_-1)
+  int64_t consumed_ = 0;   // batches handed to the caller
+  bool plan_done_ = false;
+  DataPosition plan_position_;   // where the next planned batch starts
+  DataPosition consumer_position_;
+  bool stop_ = false;
+  std::exception_ptr failure_;
+  int exited_ = 0;                    // threads that have exited
+  std::map<int, Loading> loading_;    // worker -> the sample in its hands (not with a feed)
+
+  std::mutex shard_mutex_;  // never taken while holding mutex_'s work
+  int64_t shard_epoch_ = -1;
+  std::shared_ptr<const std::vector<int64_t>> shard_;
 };
 
 namespace {
@@ -50,7 +116,7 @@ void check_common_options(const LoaderOptions& options) {
 
 }  // namespace
 
-BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
+BatchLoader::Core::Core(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
     : source_(std::move(source)), options_(options) {
   if (!source_) throw std::invalid_argument("data loader: no sample source");
   check_common_options(options_);
@@ -78,10 +144,10 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, const Loade
   }
   plan_position_ = normalise(options_.start);
   consumer_position_ = plan_position_;
-  start_threads();
+  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<Slot>());
 }
 
-BatchLoader::BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options)
+BatchLoader::Core::Core(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options)
     : feed_(std::move(feed)), fed_image_(image), options_(options) {
   if (!feed_) throw std::invalid_argument("data loader: no record feed");
   check_common_options(options_);
@@ -90,30 +156,70 @@ BatchLoader::BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOpti
   shard_size_ = options_.samples_per_epoch;
   plan_position_ = options_.start;
   consumer_position_ = plan_position_;
+  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<Slot>());
+}
+
+BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
+    : core_(std::make_shared<Core>(std::move(source), options)) {
   start_threads();
 }
 
+BatchLoader::BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options)
+    : core_(std::make_shared<Core>(std::move(feed), image, options)) {
+  start_threads();
+}
+
+// Each thread owns a share of the core, so that one left behind by the destructor still has it.
 void BatchLoader::start_threads() {
-  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<Slot>());
-  threads_.reserve(static_cast<size_t>(options_.threads) + 1);
+  threads_.reserve(static_cast<size_t>(core_->options_.threads) + 1);
   try {
-    for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { work(); });
-    if (feed_) threads_.emplace_back([this] { fetch(); });
+    for (int i = 0; i < core_->options_.threads; ++i) {
+      threads_.emplace_back([core = core_, i] {
+        core->work(i);
+        core->exited();
+      });
+    }
+    if (core_->feed_) {
+      threads_.emplace_back([core = core_] {
+        core->fetch();
+        core->exited();
+      });
+    }
   } catch (...) {
-    stop();
+    core_->stop();
     for (auto& thread : threads_) thread.join();
     throw;
   }
 }
 
 BatchLoader::~BatchLoader() {
-  stop();
-  for (auto& thread : threads_) {
-    if (thread.joinable()) thread.join();
+  core_->stop();
+  if (core_->wait_exited(static_cast<int>(threads_.size()), abandon_after)) {
+    for (auto& thread : threads_) thread.join();
+    return;
   }
+  // A thread blocked in a system call cannot be interrupted, and joining it would hold the rank (and its
+  // report of why it fails) hostage for as long as the call: leave it with its share of the core.
+  const std::vector<std::string> busy = core_->stalled_samples(std::chrono::milliseconds(0));
+  log_error("data loader: a thread still waits for {}; it is left behind",
+            busy.empty() ? std::string("the record stream") : busy.front());
+  for (auto& thread : threads_) thread.detach();
 }
 
-void BatchLoader::stop() {
+void BatchLoader::stop() { core_->stop(); }
+DataPosition BatchLoader::position() const { return core_->position(); }
+int64_t BatchLoader::shard_size() const { return core_->shard_size_; }
+int64_t BatchLoader::batches_per_epoch() const { return core_->batches_per_epoch(); }
+const SampleSource& BatchLoader::source() const { return *core_->source_; }
+const LoaderOptions& BatchLoader::options() const { return core_->options_; }
+BatchLoader::Status BatchLoader::next(Batch& batch, std::chrono::milliseconds timeout) {
+  return core_->next(batch, timeout);
+}
+std::vector<std::string> BatchLoader::stalled_samples(std::chrono::milliseconds longer_than) const {
+  return core_->stalled_samples(longer_than);
+}
+
+void BatchLoader::Core::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -123,24 +229,57 @@ void BatchLoader::stop() {
   consumer_wake_.notify_all();
 }
 
-int64_t BatchLoader::batches_per_epoch() const {
+void BatchLoader::Core::exited() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++exited_;
+  exits_.notify_all();
+}
+
+bool BatchLoader::Core::wait_exited(int threads, std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  // A load that has already lasted `limit` (the data timeout fired on it, say) is not waited for again.
+  auto deadline = now + (loading_.empty() ? limit : std::chrono::milliseconds(100));
+  for (const auto& [worker, loading] : loading_) deadline = std::max(deadline, loading.since + limit);
+  return exits_.wait_until(lock, deadline, [&] { return exited_ == threads; });
+}
+
+std::vector<std::string> BatchLoader::Core::stalled_samples(std::chrono::milliseconds longer_than) const {
+  std::vector<std::pair<int64_t, Loading>> found;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [worker, loading] : loading_) {
+      if (now - loading.since >= longer_than) found.emplace_back(worker, loading);
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second.since < b.second.since; });
+  std::vector<std::string> names;
+  for (const auto& [worker, loading] : found) {
+    names.push_back(fmt::format("{} (a read that has not returned for {} s)", source_->sample_name(loading.sample),
+                                std::chrono::duration_cast<std::chrono::seconds>(now - loading.since).count()));
+  }
+  return names;
+}
+
+int64_t BatchLoader::Core::batches_per_epoch() const {
   const int64_t b = options_.batch_size;
   return options_.drop_last ? shard_size_ / b : (shard_size_ + b - 1) / b;
 }
 
-DataPosition BatchLoader::position() const {
+DataPosition BatchLoader::Core::position() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return consumer_position_;
 }
 
 // Moves a position that has no batch left in its epoch to the start of the next epoch.
-DataPosition BatchLoader::normalise(DataPosition position) const {
+DataPosition BatchLoader::Core::normalise(DataPosition position) const {
   const int64_t left = shard_size_ - position.index;
   if (left <= 0 || (options_.drop_last && left < options_.batch_size)) return DataPosition{position.epoch + 1, 0};
   return position;
 }
 
-bool BatchLoader::plan_next(Batch& batch) {
+bool BatchLoader::Core::plan_next(Batch& batch) {
   if (plan_done_) return false;
   if (options_.epochs > 0 && plan_position_.epoch >= options_.epochs) {
     plan_done_ = true;
@@ -154,7 +293,7 @@ bool BatchLoader::plan_next(Batch& batch) {
   return true;
 }
 
-std::shared_ptr<const std::vector<int64_t>> BatchLoader::shard_for(int64_t epoch) {
+std::shared_ptr<const std::vector<int64_t>> BatchLoader::Core::shard_for(int64_t epoch) {
   std::lock_guard<std::mutex> lock(shard_mutex_);
   if (shard_epoch_ != epoch || !shard_) {
     shard_ = std::make_shared<const std::vector<int64_t>>(
@@ -164,7 +303,7 @@ std::shared_ptr<const std::vector<int64_t>> BatchLoader::shard_for(int64_t epoch
   return shard_;
 }
 
-void BatchLoader::work() {
+void BatchLoader::Core::work(int worker) {
   SampleScratch scratch;
   const size_t image_floats = static_cast<size_t>(height_) * width_ * 3;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -186,6 +325,7 @@ void BatchLoader::work() {
       const int64_t sample = feed_ ? 0 : slot->batch.samples[static_cast<size_t>(place)];
       float* out = slot->batch.images.data() + static_cast<size_t>(place) * image_floats;
       int32_t* label = slot->batch.labels.data() + place;
+      if (!feed_) loading_[worker] = Loading{sample, std::chrono::steady_clock::now()};
       lock.unlock();
       std::exception_ptr error;
       const int64_t skipped_before = scratch.corrupt_skipped;
@@ -199,6 +339,7 @@ void BatchLoader::work() {
         error = std::current_exception();
       }
       lock.lock();
+      loading_.erase(worker);
       slot->batch.corrupt_skipped += scratch.corrupt_skipped - skipped_before;
       if (error && place < slot->error_at) {
         slot->error = error;
@@ -261,7 +402,7 @@ void BatchLoader::work() {
 
 // Reads each batch's records from the feed, in order, into the oldest free slot, then hands the slot to the
 // decoding threads. An epoch whose share ends exactly at a batch boundary yields no empty batch.
-void BatchLoader::fetch() {
+void BatchLoader::Core::fetch() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     workers_wake_.wait(lock, [&] {
@@ -341,7 +482,7 @@ void BatchLoader::fetch() {
 // Decodes record `place` of a fed batch. With skip_corrupt an undecodable image is replaced by the next
 // record of the batch that decodes (round the batch), counted in the batch; the replacement is augmented
 // as the record it replaces would have been, so the result still depends only on the stream and the seed.
-void BatchLoader::decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label) {
+void BatchLoader::Core::decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label) {
   const int size = slot.batch.size;
   const int64_t epoch = slot.batch.position.epoch;
   const FedRecord& own = slot.records[static_cast<size_t>(place)];
@@ -363,7 +504,7 @@ void BatchLoader::decode_fed(Slot& slot, int place, SampleScratch& scratch, floa
                               feed_->describe(), size, own.index, epoch));
 }
 
-BatchLoader::Status BatchLoader::next(Batch& batch, std::chrono::milliseconds timeout) {
+BatchLoader::Status BatchLoader::Core::next(Batch& batch, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (failure_) std::rethrow_exception(failure_);
   Slot& slot = *slots_[static_cast<size_t>(consumed_ % options_.prefetch_batches)];

@@ -13,7 +13,7 @@
 // same batches from there on (checkpoint Batch::next, resume with LoaderOptions::start).
 // Threads: the pool decodes the samples of the oldest unfinished batches first; the queue holds at most
 // prefetch_batches batches; every wait is bounded (next) or interruptible (stop); the destructor stops
-// and joins every thread. Errors: a sample that fails (unreadable or undecodable file) makes next()
+// and joins every thread, except one stuck in a system call that never returns (below, ~BatchLoader). Errors: a sample that fails (unreadable or undecodable file) makes next()
 // throw DataError with the file's path and the reason when its batch comes up, and every later next()
 // throws the same error.
 //
@@ -29,12 +29,10 @@
 #include "runtime/data/sample_source.h"
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <memory>
-#include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
 
 namespace train::data {
@@ -89,7 +87,12 @@ class BatchLoader {
   BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
   // Batches from a stream of records decoded and augmented per `image`.
   BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options);
-  ~BatchLoader();  // stops and joins the threads
+  // Stops the threads and joins them, giving a thread busy with a sample until that sample's load has lasted
+  // `abandon_after`. A thread still blocked then (in a read of a stalled network file system, say, or an
+  // open() of a FIFO nobody writes) cannot be interrupted: it is detached and left behind, and the state it
+  // shares is freed when it returns, if ever (the process usually ends first: such a loader is the failing
+  // rank's, whose data timeout fired on that read).
+  ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
@@ -102,45 +105,24 @@ class BatchLoader {
   // Asks the threads to finish the sample in hand and exit, and wakes a waiting next(). Thread-safe.
   void stop();
 
+  // The samples a thread has been loading for longer than `longer_than`, named as the source names them
+  // (an image's path; a record's file and byte offset), each with how long: what a timeout reports.
+  std::vector<std::string> stalled_samples(std::chrono::milliseconds longer_than) const;
+
   DataPosition position() const;     // where the batch that next() returns next starts
-  int64_t shard_size() const { return shard_size_; }  // samples per epoch on this rank: ceil(n / ranks)
+  int64_t shard_size() const;        // samples per epoch on this rank: ceil(n / ranks)
   int64_t batches_per_epoch() const;
-  const SampleSource& source() const { return *source_; }  // not with a feed
-  const LoaderOptions& options() const { return options_; }
+  const SampleSource& source() const;  // not with a feed
+  const LoaderOptions& options() const;
+
+  // How long a sample's load may last before the destructor leaves its thread behind.
+  static constexpr std::chrono::seconds abandon_after{5};
 
  private:
-  struct Slot;
+  class Core;  // everything the threads touch, owned jointly by the loader and its threads
   void start_threads();
-  void work();
-  void fetch();  // with a feed: fills slots in order
-  void decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label);
-  bool plan_next(Batch& batch);  // fills position, next and size of the next batch; false at the end
-  std::shared_ptr<const std::vector<int64_t>> shard_for(int64_t epoch);
-  DataPosition normalise(DataPosition position) const;
 
-  std::shared_ptr<const SampleSource> source_;
-  std::shared_ptr<RecordFeed> feed_;
-  ImageFolderOptions fed_image_;
-  int height_ = 0, width_ = 0;
-  LoaderOptions options_;
-  int64_t shard_size_ = 0;
-
-  mutable std::mutex mutex_;
-  std::condition_variable workers_wake_;
-  std::condition_variable consumer_wake_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  int64_t planned_ = 0;    // batches planned so far (sequence numbers 0..planned_-1)
-  int64_t consumed_ = 0;   // batches handed to the caller
-  bool plan_done_ = false;
-  DataPosition plan_position_;   // where the next planned batch starts
-  DataPosition consumer_position_;
-  bool stop_ = false;
-  std::exception_ptr failure_;
-
-  std::mutex shard_mutex_;  // never taken while holding mutex_'s work
-  int64_t shard_epoch_ = -1;
-  std::shared_ptr<const std::vector<int64_t>> shard_;
-
+  std::shared_ptr<Core> core_;
   std::vector<std::thread> threads_;
 };
 

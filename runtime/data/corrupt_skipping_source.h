@@ -19,6 +19,7 @@ class CorruptSkippingSource : public SampleSource {
   int num_classes() const override { return inner_->num_classes(); }
   int32_t load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const override;
   std::string describe() const override { return inner_->describe() + ", corrupt samples skipped"; }
+  std::string sample_name(int64_t index) const override { return inner_->sample_name(index); }
   const SampleSource& inner() const { return *inner_; }
 
   static constexpr int kMaxConsecutiveFailures = 64;

@@ -28,6 +28,12 @@ RecordSource::RecordSource(RecordIndex index, const ImageFolderOptions& options)
   }
 }
 
+std::string RecordSource::sample_name(int64_t index) const {
+  if (index < 0 || index >= size()) return SampleSource::sample_name(index);
+  const RecordEntry& entry = index_.entries[static_cast<size_t>(index)];
+  return fmt::format("{}, byte offset {}", index_.files[entry.file].name, entry.offset);
+}
+
 std::string RecordSource::describe() const {
   return fmt::format("{} files in {}: {} records in {} files, {} classes, augmentation {}, input {}x{}{}",
                      record_format_name(index_.format), index_.root, index_.size(), index_.files.size(),

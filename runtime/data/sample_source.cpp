@@ -36,6 +36,15 @@ ImageFolderSource::ImageFolderSource(ImageFolder folder, const ImageFolderOption
   if (folder_.paths.empty()) throw DataError(fmt::format("{} {}: no images", folder_.kind, folder_.root));
 }
 
+std::string SampleSource::sample_name(int64_t index) const {
+  return fmt::format("sample {} of {}", index, describe());
+}
+
+std::string ImageFolderSource::sample_name(int64_t index) const {
+  if (index < 0 || index >= size()) return SampleSource::sample_name(index);
+  return folder_.paths[static_cast<size_t>(index)];
+}
+
 std::string ImageFolderSource::describe() const {
   return fmt::format("{} {}: {} images in {} classes, augmentation {}, input {}x{}", folder_.kind, folder_.root,
                      folder_.size(), folder_.classes.size(), augmentation_name(options_.augmentation), height_,

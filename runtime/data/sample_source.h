@@ -42,6 +42,8 @@ class SampleSource {
   virtual int32_t load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const = 0;
   // What the log should say about this source.
   virtual std::string describe() const = 0;
+  // Where sample `index` comes from, for a report about it (its file; a record's file and byte offset).
+  virtual std::string sample_name(int64_t index) const;
 
  protected:
   SampleSource(int height, int width);
@@ -67,6 +69,7 @@ class ImageFolderSource : public SampleSource {
   const ImageFolder& folder() const { return folder_; }
   int32_t load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const override;
   std::string describe() const override;
+  std::string sample_name(int64_t index) const override;
 
  private:
   ImageFolder folder_;

@@ -137,6 +137,11 @@ def rank_processes(cluster, host):
     return found
 
 
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def failure_text(cluster, host):
     path = os.path.join(cluster.opt_ml(host), "output", "failure")
     if not os.path.exists(path):
@@ -593,6 +598,51 @@ class MultiHostTest(unittest.TestCase):
             self.assertEqual((codes["algo-2"], codes["algo-3"]), (0, 0), job.describe())
             failure = failure_text(cluster, "algo-1")
             self.assertRegex(failure, r"did not complete within 8 s.*another rank is stuck or gone", failure)
+            self.assert_nothing_left(cluster)
+
+    def test_master_sshd_killed_mid_job(self):
+        """The master's sshd dies while the ranks run. Nothing of the job needs it any more, but the workers
+        judge the master alive by it: the master starts it again, and the job ends as it would have."""
+        with self.cluster(hosts=2) as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters({"processes_per_host": 1}))
+            script = 'echo "rank $OMPI_COMM_WORLD_RANK running"; sleep 20; echo "rank $OMPI_COMM_WORLD_RANK done"'
+            job = Job(cluster, env=FAST_FAULTS, command=["/bin/sh", "-c", script])
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"rank 1 running")
+            sshd = [pid for pid in cluster.pids("algo-1") if parent_of(pid) == job.processes["algo-1"].pid
+                    and os.readlink(f"/proc/{pid}/exe") == "/usr/sbin/sshd"]  # train's sshd, not mpirun's ssh
+            self.assertEqual(len(sshd), 1, job.describe())
+            os.kill(sshd[0], signal.SIGKILL)
+            codes = job.wait(timeout=90)
+            self.assertEqual(codes, {"algo-1": 0, "algo-2": 0}, job.describe())
+            self.assertIn("rank 1 done", job.log("algo-1"))
+            self.assertRegex(job.log("algo-1"), rf"sshd \(pid {sshd[0]}\) was killed by signal 9 \(SIGKILL\); "
+                                                r"starting it again")
+            self.assertNotIn("lost the master", job.log("algo-2"))
+            self.assert_nothing_left(cluster)
+
+    def test_worker_cut_off_mid_training(self):
+        """The worker's interface goes down after step 10: its daemon can never be told to end, and mpirun
+        would wait for it for ever. The master ends within a minute with rank 0's (or 1's) reason."""
+        with self.cluster(hosts=2) as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(
+                dict(LONG_JOB, max_steps=100000)))
+            job = Job(cluster, env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"))
+            self.start_all(job)
+            job.wait_for_line("algo-1", r"step=10 ")
+            cut_at = time.monotonic()
+            simcluster.run_tool(["ip", "-n", cluster.netns("algo-2"), "link", "set", cluster.interface, "down"])
+            codes = job.wait(timeout=150)
+            took = job.exited_at["algo-1"] - cut_at
+            print(f"the master ended {took:.1f} s after its worker was cut off", flush=True)
+            self.assertEqual(codes["algo-1"], 124, job.describe())
+            self.assertEqual(codes["algo-2"], 75, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertRegex(failure.splitlines()[0], r"^Rank [01] of 4 on host algo-1 exited with code 124\.$",
+                             failure)
+            self.assertRegex(failure, r"did not complete within 8 s", failure)
+            self.assertRegex(failure, r"mpirun did not end within \d+ s of the ranks' failure", failure)
+            self.assertLess(took, 75, job.describe())
             self.assert_nothing_left(cluster)
 
 

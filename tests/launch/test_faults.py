@@ -75,6 +75,49 @@ def flip_weight_exponent(path, tensor="conv1.weight"):
         f.write(bytes([byte ^ 0x40]))
 
 
+def memory_cgroup(test, limit_bytes):
+    """A memory cgroup of the test's own with a limit (cgroup v1's memory controller, or v2's where it is enabled
+    for children), removed when the test ends; the folder whose cgroup.procs takes a process."""
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            own["v2" if controllers == "" else controllers] = path
+    candidates = []
+    if "memory" in own:
+        candidates += [(os.path.join("/sys/fs/cgroup/memory", own["memory"].lstrip("/")), "memory.limit_in_bytes"),
+                       ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")]
+    if "v2" in own:
+        candidates += [(os.path.join("/sys/fs/cgroup", own["v2"].lstrip("/")), "memory.max")]
+    for parent, limit_file in candidates:
+        if not os.path.exists(os.path.join(parent, limit_file)):
+            continue
+        folder = os.path.join(parent, f"train-test-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.mkdir(folder)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(folder, limit_file), "w") as f:
+                f.write(str(limit_bytes))
+        except OSError:  # v2 without the memory controller for children
+            os.rmdir(folder)
+            continue
+
+        def remove(folder=folder):
+            deadline = time.monotonic() + 10
+            while os.path.exists(folder):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        test.addCleanup(remove)
+        return folder
+    test.fail(f"no memory cgroup can be made here (this process's cgroups: {own})")
+
+
 class FaultCase(LaunchTestCase):
     """A job directory with channels, and `train` run plainly or inside a wrapper (a mount namespace)."""
 
@@ -524,6 +567,98 @@ class HangsAndLeftovers(FaultCase):
         self.assert_nothing_left()
 
 
+    def test_a_read_that_never_returns_is_named_and_holds_nothing_up(self):
+        # The image list's first image lies on a file system whose reads never return (a stalled FastFile, EFS
+        # or NFS read; tests/support/stalled_fuse.py): rank 0's first batch never comes. After
+        # TRAIN_DATA_TIMEOUT_SECONDS the rank names the file and fails; the thread stuck in read() must not
+        # keep it from exiting.
+        images = self.folder()
+        os.makedirs(os.path.join(images, "stalled"))
+        lists = os.path.join(self.base, "lists")
+        os.makedirs(lists)
+        names = ["stalled/stuck.jpg"] + sorted(os.path.relpath(os.path.join(d, f), images)
+                                               for d, _, fs in os.walk(images) for f in fs)
+        with open(os.path.join(lists, "train.lst"), "w") as f:
+            for i, name in enumerate(names):
+                f.write(f"{i}\t{i % 2}\t{name}\n")
+        self.job(SMALL, {"train": images, "train_lst": lists})
+        mountpoint = os.path.join(images, "stalled")
+        self.start_command(["unshare", "--mount", "--propagation", "private", sys.executable,
+                            os.path.join(REPO, "tests", "support", "stalled_fuse.py"), mountpoint, "stuck.jpg", "2000",
+                            "--", test_launch.TRAIN], {"OMP_NUM_THREADS": "1", "TRAIN_DATA_TIMEOUT_SECONDS": "3"})
+        self.wait_for_output("allreduce check passed")
+        checked_at = time.monotonic()
+        code = self.finish(90)
+        took = time.monotonic() - checked_at
+        print(f"\nthe rank whose read never returned ended the job {took:.1f} s after training began "
+              f"(TRAIN_DATA_TIMEOUT_SECONDS=3)", flush=True)
+        stuck = os.path.join(self.base, "input", "data", "train", "stalled", "stuck.jpg")  # as the rank names it
+        self.assert_failed(code, 124, r"^Rank 0 of 2 on host algo-1 exited with code 124\.$",
+                           "no training batch arrived within 3 s", f"still reading {stuck} (a read that has not "
+                           "returned for ")
+        self.assertLess(took, 3 + 15, self.logs())
+
+
+    def test_shared_memory_of_a_killed_job_is_removed_by_the_next_one(self):
+        # In a mount namespace with a /dev/shm of its own (a holder process keeps it), a job is killed outright
+        # mid-training, every process at once, as when a container's PID 1 is SIGKILLed: its launcher's reason
+        # folder and Open MPI's segments stay. The next job on the host removes them, and nothing of a live
+        # process: a reason folder whose owner runs, and a segment that a process maps.
+        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   "mount -t tmpfs train-test-shm /dev/shm && echo ready && exec sleep 600"],
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.stdout.close)
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        self.assertEqual(holder.stdout.readline().strip(), "ready")
+        shm = f"/proc/{holder.pid}/root/dev/shm"
+        inside = ["nsenter", "-t", str(holder.pid), "-m", "--"]
+        self.job(SYNTHETIC)
+        self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1"})
+        self.wait_for_output("step=2 ")
+        test_launch.kill_processes_with_token(self.token)
+        self.finish(30)
+        left = sorted(os.listdir(shm))
+        self.assertTrue(any(name.startswith("train-reasons-") for name in left), left)
+        self.assertTrue(any(name.startswith("vader_segment.") for name in left), left)
+        # What a live process holds: its reason folder, a segment it maps.
+        host = socket.gethostname()
+        live_folder = os.path.join(shm, f"train-reasons-{holder.pid}-live")
+        os.mkdir(live_folder)
+        with open(f"/proc/{holder.pid}/stat") as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+        with open(os.path.join(live_folder, "owner"), "w") as f:
+            f.write(f"pid={holder.pid} start={start} pidns={os.stat('/proc/self/ns/pid').st_ino}")
+        live_segment = f"vader_segment.{host}.0.live.0"
+        mapper = subprocess.Popen(inside + [sys.executable, "-c", (
+            "import mmap, os, sys, time\n"
+            f"fd = os.open('/dev/shm/{live_segment}', os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "os.ftruncate(fd, 4096)\n"
+            "m = mmap.mmap(fd, 4096)\n"
+            "print('mapped', flush=True)\n"
+            "time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(mapper.stdout.close)
+        self.addCleanup(mapper.wait)
+        self.addCleanup(mapper.kill)
+        self.assertEqual(mapper.stdout.readline().strip(), "mapped")
+        # The next job starts later: everything here is older than the minute a new segment is spared.
+        an_hour_ago = time.time() - 3600
+        for name in os.listdir(shm):
+            os.utime(os.path.join(shm, name), (an_hour_ago, an_hour_ago))
+        stale = [name for name in left if name.startswith(("train-reasons-", "vader_segment."))]
+        self.job(dict(SYNTHETIC, max_steps="2"))
+        self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1"})
+        self.assert_exit_code(self.finish(120), 0)
+        self.assertIn(f"removed {len(stale)} item(s) of shared memory left by jobs that were killed: ",
+                      self.stderr_text(), self.logs())
+        now = sorted(os.listdir(shm))
+        for name in stale:
+            self.assertNotIn(name, now)
+        self.assertIn(os.path.basename(live_folder), now)
+        self.assertIn(live_segment, now)
+        self.assert_nothing_left()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 7. Smaller mismatches
 
@@ -565,6 +700,48 @@ class SmallerMismatches(FaultCase):
         self.assertIn("No checkpoint was written after the stop request (the ranks were ended first)", text)
         self.assertNotIn("A checkpoint was written", text)
         self.assert_nothing_left()
+
+    def test_mpirun_refusing_custom_mpi_options_is_69_naming_the_option(self):
+        # mpirun's own exit codes for these are 1 and 134; its usage errors are the launch failing (69).
+        for options, refused in (("--bogus-option", 'mpirun does not know the option "--bogus-option"'),
+                                 ("--map-by bogus", 'mpirun does not know the mapping policy "bogus"'),
+                                 ("-x", 'mpirun found no program "rank" to run (an option before it may lack its '
+                                        "value")):
+            with self.subTest(options=options):
+                shutil.rmtree(os.path.join(self.base, "output"), ignore_errors=True)
+                self.job(dict(SYNTHETIC, custom_mpi_options=options))
+                self.assert_failed(self.run_job(timeout=60), 69, "^mpirun refused its command line: " + re.escape(refused),
+                                   f'The hyperparameter custom_mpi_options adds "{options}" to it')
+
+    def test_a_hyperparameter_too_large_for_the_command_line_is_named(self):
+        # `train -- CMD` passes each hyperparameter in SM_HPS, SM_HP_<NAME>, SM_TRAINING_ENV, SM_USER_ARGS and
+        # on the command line: one of 200 kB makes exec fail with E2BIG ("Argument list too long").
+        self.job({"processes_per_host": "1", "vocabulary": "x" * 200000})
+        code = self.run_job(args=["--", "true"], timeout=60)
+        self.assert_failed(code, 69, r"^Rank 0 of 1 on host algo-1 exited with code 69\.$",
+                           "cannot run true: Argument list too long: the hyperparameter `vocabulary` (200000 bytes) "
+                           "makes SM_TRAINING_ENV (", "pass a large value in a file instead")
+
+    def test_out_of_memory_is_said_with_the_ranks_peak_memory(self):
+        # A batch far beyond the host's memory: the allocation fails (std::bad_alloc) in every rank.
+        self.job(dict(SYNTHETIC, image_shape="3,4096,4096", mini_batch_size="65536"))
+        self.assert_failed(self.run_job(timeout=60), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           "out of memory: an allocation failed (std::bad_alloc) after this rank's memory had peaked at ",
+                           "this host has ", "lower mini_batch_size or image_shape")
+
+    def test_a_rank_killed_by_the_out_of_memory_killer_is_told_so(self):
+        # The job runs in a memory cgroup of its own whose limit the first training step exceeds: the kernel's
+        # out-of-memory killer ends a rank with SIGKILL, as in a container with too little memory.
+        cgroup = memory_cgroup(self, 900 * 2**20)
+        self.job(dict(SYNTHETIC, image_shape="3,224,224", mini_batch_size="64"))
+        self.start_command(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$0"', test_launch.TRAIN],
+                           {"OMP_NUM_THREADS": "1"})
+        text = self.assert_failed(self.finish(120), 137, r"^Rank [01] of 2 on host algo-1 was killed by signal 9 "
+                                  r"\(SIGKILL\)\.$", "The kernel's out-of-memory killer ended ",
+                                  "of this container during the job (rank ", "'s memory had peaked at ",
+                                  "the container may use 900 MiB", "lower mini_batch_size (64 images per host over 2 "
+                                  "ranks) or image_shape")
+        print(f"\n{text}", flush=True)
 
     def test_every_invalid_channel_name_at_once(self):
         self.job(SYNTHETIC, modes={"train data": "File", "ok": "Stream", "../x": "File"})

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -82,6 +84,47 @@ class SlowSource : public SampleSource {
 
  private:
   std::chrono::milliseconds delay_;
+};
+
+// Sample 0's load blocks until release() (a read that never returns, as on a stalled network file
+// system); the others load at once.
+class StuckSource : public SampleSource {
+ public:
+  StuckSource() : SampleSource(2, 2) {}
+  int64_t size() const override { return 8; }
+  int num_classes() const override { return 2; }
+  int32_t load(int64_t index, uint64_t, int64_t, float* out, SampleScratch&) const override {
+    if (index == 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      stuck_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return released_; });
+      stuck_ = false;
+      changed_.notify_all();
+    }
+    std::fill(out, out + 12, static_cast<float>(index));
+    return static_cast<int32_t>(index % 2);
+  }
+  std::string describe() const override { return "stuck"; }
+  std::string sample_name(int64_t index) const override { return "/mnt/stalled/" + std::to_string(index) + ".jpg"; }
+  void wait_until_stuck() const {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return stuck_; });
+  }
+  bool stuck() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stuck_;
+  }
+  void release() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  mutable bool stuck_ = false, released_ = false;
 };
 
 }  // namespace
@@ -330,4 +373,30 @@ TEST_CASE("loader: waits are bounded and stop() ends them, the destructor joins 
     std::this_thread::sleep_for(300ms);
     CHECK(idle->loads.load() == options.prefetch_batches * options.batch_size);
   }
+}
+
+TEST_CASE("loader: a load that never returns is named, and the destructor leaves its thread behind", "[data]") {
+  auto source = std::make_shared<StuckSource>();
+  std::weak_ptr<const SampleSource> watched = source;
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.threads = 2;
+  options.shuffle = false;
+  {
+    BatchLoader loader(source, options);
+    source->wait_until_stuck();
+    Batch batch;
+    CHECK(loader.next(batch, 50ms) == BatchLoader::Status::timed_out);
+    const auto stalled = loader.stalled_samples(0ms);
+    REQUIRE(stalled.size() == 1);
+    CHECK_THAT(stalled[0], Catch::StartsWith("/mnt/stalled/0.jpg (a read that has not returned for "));
+    CHECK(loader.stalled_samples(1h).empty());
+  }
+  // The destructor returned with the load still blocked: its thread was left behind, holding what it uses.
+  CHECK(source->stuck());
+  source->release();
+  source.reset();
+  // Once the load returns, the abandoned thread ends and lets go of the loader's state and the source.
+  for (int i = 0; i < 1000 && !watched.expired(); ++i) std::this_thread::sleep_for(10ms);
+  CHECK(watched.expired());
 }

@@ -121,6 +121,26 @@ TEST_CASE("mpirun outcome: mpirun's own error lines are kept, without rules and 
                                    "slots that were requested by the application:", "  /usr/local/bin/train"});
 }
 
+TEST_CASE("mpirun outcome: mpirun's own usage errors are recognised and name what it refused", "[mpirun]") {
+  CHECK(observe_all({"mpirun: Error: unknown option \"--bogus-option\"", "Type 'mpirun --help' for usage."})
+            .usage_error() == "mpirun does not know the option \"--bogus-option\"");
+  CHECK(observe_all({rule, "The specified mapping policy is not recognized:", "", "  Policy: bogus", "",
+                     "Please check for a typo or ensure that the option is a supported", "one.", rule})
+            .usage_error() == "mpirun does not know the mapping policy \"bogus\"");
+  CHECK(observe_all({rule, "The specified binding policy is not recognized:", "", "  Policy: nothing"}).usage_error() ==
+        "mpirun does not know the binding policy \"nothing\"");
+  CHECK_THAT(observe_all({rule, "mpirun was unable to find the specified executable file, and therefore",
+                          "did not launch the job.  This error was first reported for process", "",
+                          "Node:       vm", "Executable: rank", rule})
+                 .usage_error(),
+             Catch::StartsWith("mpirun found no program \"rank\" to run (an option before it may lack its value"));
+  // A rank's failure or mpirun's other complaints are not usage errors.
+  CHECK(observe_all({"mpirun noticed that process rank 1 with PID 0 on node algo-2 exited on signal 9 (Killed).",
+                     "There are not enough slots available in the system to satisfy the 8", "  Policy: bogus"})
+            .usage_error()
+            .empty());
+}
+
 TEST_CASE("rank end report: the line rank-exec writes parses back to the same failure", "[mpirun]") {
   CHECK(rank_end_report(1, "python3", exited(3)) == "[train] rank 1: command `python3` exited with code 3");
   CHECK(rank_end_report(2, "sh", killed(SIGKILL)) == "[train] rank 2: command `sh` was killed by signal 9 (SIGKILL)");

@@ -1,0 +1,28 @@
+// The peak memory of each rank on this host, as the launcher sees it from outside: a rank killed by SIGKILL
+// (the out-of-memory killer, usually) cannot say it itself. The launcher samples its ranks' processes (mpirun's
+// descendants that carry OMPI_COMM_WORLD_RANK) twice a second and keeps each rank's highest VmHWM, the
+// kernel's record of a process's peak resident memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <sys/types.h>
+
+namespace train {
+
+class RankMemoryWatch {
+ public:
+  // Samples the ranks below `root` (mpirun) when the last sample is `every` old.
+  void sample_if_due(pid_t root, std::chrono::milliseconds every = std::chrono::milliseconds(500));
+  // The highest peak seen of a process of rank `rank`.
+  std::optional<uint64_t> peak(int rank) const;
+
+ private:
+  std::chrono::steady_clock::time_point next_{};
+  std::map<pid_t, int> rank_of_;  // processes seen: their rank, or -1 for one that is no rank's
+  std::map<int, uint64_t> peaks_;
+};
+
+}  // namespace train

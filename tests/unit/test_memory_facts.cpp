@@ -1,0 +1,48 @@
+// What out-of-memory reports say: the host's memory, a process's peak, a rank's peak seen from outside.
+#include "common/memory_facts.h"
+#include "entrypoint/child_process.h"
+#include "entrypoint/rank_memory.h"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace train;
+
+TEST_CASE("memory facts: sizes in words, the host's memory, this process's peak", "[launch]") {
+  CHECK(memory_text(512ull << 20) == "512 MiB");
+  CHECK(memory_text(7ull << 29) == "3.5 GiB");
+  const auto host = host_memory_bytes();
+  REQUIRE(host);
+  CHECK(*host > (64ull << 20));
+  CHECK_THAT(host_memory_text(), Catch::StartsWith("this host has " + memory_text(*host) + " of memory"));
+  const uint64_t before = own_peak_memory_bytes();
+  std::vector<char> touched(96ull << 20);
+  std::memset(touched.data(), 1, touched.size());
+  CHECK(own_peak_memory_bytes() >= before);
+  CHECK(own_peak_memory_bytes() >= touched.size());
+}
+
+TEST_CASE("rank memory: the peak of a process carrying a rank's number is seen from its ancestor", "[launch]") {
+  EnvironmentMap environment = current_environment();
+  environment["OMPI_COMM_WORLD_RANK"] = "3";
+  SpawnOptions options;
+  options.capture_output = false;
+  // A child (below a shell, as a rank below rank-exec) that touches 64 MiB and waits.
+  ChildProcess child = spawn_child({"sh", "-c", "python3 -c 'b = bytearray(64 << 20); import time; time.sleep(30)'"},
+                                   environment, options);
+  RankMemoryWatch watch;
+  for (int i = 0; i < 200 && !(watch.peak(3) && *watch.peak(3) >= (64ull << 20)); ++i) {
+    watch.sample_if_due(::getpid(), std::chrono::milliseconds(0));
+    ::usleep(50000);
+  }
+  CHECK(watch.peak(3).value_or(0) >= (64ull << 20));
+  CHECK_FALSE(watch.peak(2));
+  ::kill(-child.pid, SIGKILL);
+  int status = 0;
+  ::waitpid(child.pid, &status, 0);
+}
