@@ -286,7 +286,7 @@ const std::string refused_prefix = R"({"accepted":false,"reason":)";
 
 }  // namespace
 
-TEST_CASE("AWS Batch children register with the main node under the job's ID; re-sending is idempotent",
+TEST_CASE("AWS Batch children register with the main node under the job's ID, and re-sending is idempotent",
           "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
@@ -384,7 +384,7 @@ TEST_CASE("the main node listens on the job's interface address only", "[multi_h
   if (own >= 0) ::close(own);
 }
 
-TEST_CASE("a child with a different slot count is refused; the main node names it when it gives up", "[multi_host]") {
+TEST_CASE("a child with a different slot count is refused, and the main node names it when it gives up", "[multi_host]") {
   SignalInbox inbox;
   JobWaiter waiter(inbox);
   const int port = unused_port();
