@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/train_variables.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
 #include "entrypoint/job_directories.h"
@@ -37,10 +38,7 @@ LaunchSettings launch_settings_from_environment(const EnvironmentMap& environmen
   LaunchSettings settings;
   settings.rank_program = std::move(rank_program);
   if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
-  if (auto grace = whole_number_from_environment(environment, "TRAIN_STOP_GRACE_SECONDS", 0, 999999,
-                                                  "a whole number of seconds such as 100")) {
-    settings.stop_grace = std::chrono::seconds(*grace);
-  }
+  settings.stop_grace = read_seconds_variable(environment, WholeVariable::stop_grace_seconds);
   return settings;
 }
 

@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/environment_map.h"
 #include "common/log.h"
+#include "common/train_variables.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/replica_check.h"
 #include "runtime/data/data_error.h"
@@ -18,11 +19,6 @@
 namespace train {
 
 namespace {
-
-std::chrono::seconds timeout_from_environment(const char* name, int default_seconds) {
-  const auto seconds = whole_number_from_environment(current_environment(), name, 0, 9999999, "a whole number of seconds");
-  return std::chrono::seconds(seconds.value_or(default_seconds));
-}
 
 std::string format_duration(double seconds) {
   auto total = static_cast<int64_t>(std::max(0.0, seconds));
@@ -46,8 +42,9 @@ std::chrono::milliseconds Trainer::collective_timeout() const {
 }
 
 int Trainer::run() {
-  step_timeout_ = timeout_from_environment("TRAIN_STEP_TIMEOUT_SECONDS", 900);
-  data_timeout_ = timeout_from_environment("TRAIN_DATA_TIMEOUT_SECONDS", 600);
+  const EnvironmentMap environment = current_environment();
+  step_timeout_ = read_seconds_variable(environment, WholeVariable::step_timeout_seconds);
+  data_timeout_ = read_seconds_variable(environment, WholeVariable::data_timeout_seconds);
   data_ = std::make_unique<TrainingData>(settings_, identity_, comm_, collective_timeout(),
                                          std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
   engine_ = make_engine(settings_, data_->classes(), identity_, comm_, collective_timeout());

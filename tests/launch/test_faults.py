@@ -279,12 +279,12 @@ class FailureReasonsRepeated(FaultCase):
         self.repeat("step timeout", once)
 
     def test_bad_config(self):
-        # Every rank refuses the setting at the same moment, each aborting the job.
-        self.job(SYNTHETIC)
+        # Every rank refuses the setting at the same moment, each aborting the job. (A setting the job
+        # description alone shows wrong is refused before a rank starts; this one needs the data: 3 classes.)
+        self.job(dict(SMALL, num_classes="2"), {"train": self.folder(classes=("ant", "bee", "cat"))})
         self.repeat("bad config", lambda: self.outcome(
-            self.run_job({"TRAIN_STEP_TIMEOUT_SECONDS": "soon"}), 65,
-            r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
-            'environment variable TRAIN_STEP_TIMEOUT_SECONDS: expected a whole number of seconds, got "soon"'))
+            self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+            "but the hyperparameter num_classes is 2, so labels must be 0 to 1"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -582,6 +582,45 @@ class SmallerMismatches(FaultCase):
         code = self.run_job(timeout=30)
         self.assert_failed(code, 65, r"^The job description is invalid: ",
                            'hosts "algo-1" and "ALGO-1" differ only in letter case')
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: what only the ranks found is refused before they start; nonsense TRAIN_* values
+
+
+class RefusedBeforeLaunch(FaultCase):
+    PROBLEMS = (
+        'environment variable TRAIN_STEP_TIMEOUT_SECONDS: expected a whole number of seconds from 1 to 9999999 such '
+        'as 900, got "0"',
+        'channel "train" uses Pipe mode, which streams TFRecord or RecordIO objects, but hyperparameter data_format '
+        'is "image_folder"',
+        'channel "train" uses Pipe mode, where the data is a stream that train sees only as it trains; set the '
+        'hyperparameters num_training_samples (records per epoch across the job) and num_classes',
+        'channel "validation" uses Pipe mode; train reads validation data in File or FastFile mode only',
+        "hyperparameter `mini_batch_size` gives each of the 2 ranks per host 1 image; batch norm needs at least 2 "
+        "per rank, so use at least 4",
+    )
+
+    def test_what_only_the_ranks_found_is_listed_by_validate_and_refused_before_a_rank_starts(self):
+        self.job(dict(SMALL, data_format="image_folder", mini_batch_size="2"),
+                 modes={"train": "Pipe", "validation": "Pipe"})
+        env = {"TRAIN_STEP_TIMEOUT_SECONDS": "0"}  # every step would have "timed out"
+        validate = subprocess.run([test_launch.TRAIN, "validate", self.base], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=30, env=self.environment(env))
+        self.assertEqual(validate.returncode, 65, validate.stdout)
+        self.assertIn(f"has {len(self.PROBLEMS)} problems:", validate.stdout)
+        for part in self.PROBLEMS:
+            self.assertIn(part, validate.stdout)
+        started = time.monotonic()
+        code = self.run_job(env, timeout=30)
+        self.assert_failed(code, 65, r"^The job description is invalid: environment variable "
+                                     r"TRAIN_STEP_TIMEOUT_SECONDS: ")
+        for part in self.PROBLEMS:  # every one in the log (the failure file holds what fits in 1024 bytes)
+            self.assertIn(part, self.stderr_text())
+        self.assertNotIn("[rank ", self.stdout_text() + self.stderr_text(), "a rank started")
+        self.assertNotIn("mpirun", self.stderr_text(), "mpirun was started")
+        self.assertLess(time.monotonic() - started, 10)
 
 
 def main():
