@@ -623,6 +623,31 @@ class RefusedBeforeLaunch(FaultCase):
         self.assertLess(time.monotonic() - started, 10)
 
 
+
+class NotRegularFiles(FaultCase):
+    def test_an_image_list_naming_dev_zero_or_a_fifo_is_refused_with_its_line(self):
+        # Read whole, /dev/zero had the rank killed by the out-of-memory killer; a FIFO without a writer would
+        # hold the rank in open(). Both are refused when the list is read, naming the .lst line.
+        images = self.folder()
+        os.symlink("/dev/zero", os.path.join(images, "ant", "zero.jpg"))
+        os.mkfifo(os.path.join(images, "bee", "fifo.jpg"))
+        lists = os.path.join(self.base, "lists")
+        os.makedirs(lists)
+        lines = [f"{i}\t{i % 2}\t{'ant' if i % 2 == 0 else 'bee'}/{i // 2:03d}.jpg" for i in range(16)]
+        lines[5:5] = ["16\t0\tant/zero.jpg", "17\t1\tbee/fifo.jpg"]
+        with open(os.path.join(lists, "train.lst"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.job(SMALL, {"train": images, "train_lst": lists})
+        started = time.monotonic()
+        code = self.run_job(timeout=60)
+        lst = os.path.join(self.base, "input", "data", "train_lst", "train.lst")
+        offset = sum(len(line) + 1 for line in lines[:5])
+        self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           f'{lst}, byte offset {offset}: the image path "ant/zero.jpg" names a character device, not '
+                           f'a regular file')
+        self.assertLess(time.monotonic() - started, 30)
+
+
 def main():
     global REPEAT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
