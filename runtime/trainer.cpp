@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include "common/atomic_file.h"
 #include "common/config_error.h"
 #include "common/environment_map.h"
 #include "common/log.h"
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 
 namespace train {
 
@@ -344,9 +346,12 @@ void Trainer::open_sample_log() {
   auto dir = lookup(current_environment(), "TRAIN_SAMPLE_LOG");
   if (!dir || dir->empty()) return;
   const auto path = std::filesystem::path(*dir) / fmt::format("rank-{}.txt", identity_.rank);
-  sample_log_.reset(std::fopen(path.c_str(), "a"));
+  const int fd = open_file_for_appending(path.string());
+  if (fd >= 0) sample_log_.reset(::fdopen(fd, "a"));
   if (!sample_log_) {
-    throw ConfigError(fmt::format("TRAIN_SAMPLE_LOG: cannot append to {}: {}", path.string(), std::strerror(errno)));
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw ConfigError(fmt::format("TRAIN_SAMPLE_LOG: cannot append to {}: {}", path.string(), std::strerror(error)));
   }
 }
 

@@ -648,6 +648,23 @@ class NotRegularFiles(FaultCase):
         self.assertLess(time.monotonic() - started, 30)
 
 
+
+class CreatedFiles(FaultCase):
+    def test_files_train_writes_honour_the_umask(self):
+        # They were written 0644 whatever the umask (a mode forced on the atomic writer's temporary file).
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        env = {"TRAIN_BIN": test_launch.TRAIN, "OMP_NUM_THREADS": "1"}
+        self.start_command(["sh", "-c", 'umask 077; exec "$TRAIN_BIN"'], env)
+        self.assert_exit_code(self.finish(), 0)
+        written = [os.path.join(self.base, "model", "model.safetensors"), os.path.join(self.base, "model", "model.json"),
+                   os.path.join(self.base, "checkpoints", "checkpoint.safetensors"), self.output_path("success"),
+                   self.output_path(os.path.join("data", "metrics.json"))]
+        for path in written:
+            self.assertTrue(os.path.exists(path), f"{path} is missing\n{self.logs()}")
+            self.assertEqual(oct(os.stat(path).st_mode & 0o777), oct(0o600), path)
+        self.assert_nothing_left()
+
+
 def main():
     global REPEAT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
