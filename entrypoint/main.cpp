@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -64,9 +65,11 @@ int report_invalid_job(const JobPaths& paths, const std::string& problems) {
 }
 
 int launch(const std::vector<std::string>& user_command) {
+  JobPaths paths = JobPaths::from_environment();
+  // A stdout or stderr whose reader has gone continues in output/train.log: the job goes on.
+  set_log_fallback(paths.output() / "train.log");
   log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
   EnvironmentMap environment = current_environment();
-  JobPaths paths = JobPaths::from_environment();
   JobDescription job;
   LaunchSettings settings;
   try {
@@ -97,6 +100,11 @@ int launch(const std::vector<std::string>& user_command) {
 }
 
 int dispatch(const std::vector<std::string>& args) {
+  const bool rank = !args.empty() && (args[0] == "rank" || args[0] == "rank-exec");
+  // Writing to a stdout or stderr whose reader has gone (`train | head`) is an error to handle, not the end
+  // of the launcher. A rank keeps the default: its output goes to mpirun, and without mpirun it is done.
+  // (Children get the default back: entrypoint/child_process.cpp.)
+  if (!rank) ::signal(SIGPIPE, SIG_IGN);
   if (args.empty() || (args.size() == 1 && args[0] == "train")) return launch({});
   const std::string& command = args[0];
   if (command == "--") {

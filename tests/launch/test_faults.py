@@ -665,6 +665,62 @@ class CreatedFiles(FaultCase):
         self.assert_nothing_left()
 
 
+
+class DeadOutput(FaultCase):
+    """stdout (and stderr) a pipe whose reader is gone, as `train | true` leaves it: train was killed by SIGPIPE
+    (exit 141, no report at all)."""
+
+    def run_with_dead_pipe(self, args, stderr_too):
+        for path in (self.stdout_path, self.stderr_path):
+            open(path, "wb").close()  # for logs(): what does not go to the dead pipe
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        stderr = open(self.stderr_path, "wb") if not stderr_too else write_end
+        try:
+            process = subprocess.Popen([test_launch.TRAIN] + list(args), stdin=subprocess.DEVNULL, stdout=write_end,
+                                       stderr=stderr, env=self.environment({"OMP_NUM_THREADS": "1"}), cwd=self.work)
+        finally:
+            os.close(write_end)
+            if not stderr_too:
+                stderr.close()
+        self.process = process
+        return self.finish()
+
+    def train_log(self):
+        if not os.path.exists(self.output_path("train.log")):
+            return ""
+        with open(self.output_path("train.log")) as f:
+            return f.read()
+
+    def test_a_dead_stdout_and_stderr_do_not_end_the_job_and_the_log_goes_to_output_train_log(self):
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        code = self.run_with_dead_pipe([], stderr_too=True)
+        self.assertEqual(code, 0, self.train_log())
+        self.assertTrue(os.path.exists(self.output_path("success")))
+        self.assertFalse(os.path.exists(self.output_path("failure")))
+        log = self.train_log()
+        for line in ("[train] stdout is a broken pipe (its reader went away); its lines continue in "
+                     f"{self.output_path('train.log')}", "[rank 0] step=", "[rank 0] [train] checkpoint written at step 4",
+                     "[train] all 2 ranks finished successfully"):
+            self.assertIn(line, log)
+        self.assert_nothing_left()
+
+    def test_a_dead_stdout_alone_continues_in_the_file_and_stderr_says_so(self):
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        self.assert_exit_code(self.run_with_dead_pipe([], stderr_too=False), 0)
+        self.assertIn(f"[train] stdout is a broken pipe (its reader went away); its lines continue in "
+                      f"{self.output_path('train.log')}", self.stderr_text())
+        self.assertIn("[train] all 2 ranks finished successfully", self.stderr_text())
+        self.assertIn("[rank 0] step=", self.train_log())  # the ranks' stdout lines
+        self.assertTrue(os.path.exists(self.output_path("success")))
+
+    def test_validate_with_a_dead_stdout_is_not_killed(self):
+        self.job(SYNTHETIC)
+        self.assert_exit_code(self.run_with_dead_pipe(["validate"], stderr_too=False), 0)
+        self.assertIn("is valid", self.stderr_text())
+        self.assertFalse(os.path.exists(self.output_path("train.log")))  # validate writes nothing
+
+
 def main():
     global REPEAT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
