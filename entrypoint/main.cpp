@@ -2,6 +2,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "entrypoint/job_lock.h"
 #include "entrypoint/job_report.h"
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
@@ -66,9 +67,16 @@ int report_invalid_job(const JobPaths& paths, const std::string& problems) {
 
 int launch(const std::vector<std::string>& user_command) {
   JobPaths paths = JobPaths::from_environment();
+  // One launcher per job directory, for its whole life; a second one touches nothing of the first's.
+  JobLockOutcome locked = lock_job_directory(paths, ::getpid(), local_host_name());
+  if (locked.refused) {
+    log_error("{}", *locked.refused);
+    return exit_code::environment;
+  }
   // A stdout or stderr whose reader has gone continues in output/train.log: the job goes on.
   set_log_fallback(paths.output() / "train.log");
   log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
+  if (locked.warning) log_info("warning: {}", *locked.warning);
   EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;

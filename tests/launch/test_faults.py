@@ -721,6 +721,41 @@ class DeadOutput(FaultCase):
         self.assertFalse(os.path.exists(self.output_path("train.log")))  # validate writes nothing
 
 
+
+class SharedJobDirectory(FaultCase):
+    def test_a_second_train_on_the_same_job_directory_is_refused_at_once_and_touches_nothing(self):
+        # Started 0.3 s apart, two trains corrupted each other: one's checkpoint clean-up deleted the other's
+        # temporary file, and output/ held both success and failure.
+        self.job(dict(SMALL, checkpoint_frequency="1", epochs="15"), {"train": self.folder()})
+        self.start([], {"OMP_NUM_THREADS": "1"})
+        first = self.process
+        time.sleep(0.3)
+        host = socket.gethostname()
+        started = time.monotonic()
+        second = subprocess.run([test_launch.TRAIN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                timeout=30, env=self.environment({"OMP_NUM_THREADS": "1"}))
+        self.assertEqual(second.returncode, 74, second.stdout)
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertIn(f"the job directory {self.base} is in use by another train (pid {first.pid} on host {host}, "
+                      f"since ", second.stdout)
+        self.assertNotIn("starting", second.stdout)
+        # The same for a user's command; `train validate` only reads, and is not refused.
+        command = subprocess.run([test_launch.TRAIN, "--", "true"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, timeout=30, env=self.environment())
+        self.assertEqual(command.returncode, 74, command.stdout)
+        validate = subprocess.run([test_launch.TRAIN, "validate"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=30, env=self.environment())
+        self.assertEqual(validate.returncode, 0, validate.stdout)
+        # The first goes on undisturbed: success alone, every checkpoint whole.
+        self.assert_exit_code(self.finish(timeout=300), 0)
+        self.assertEqual(sorted(name for name in os.listdir(self.output_path("")) if name in ("success", "failure")),
+                         ["success"])
+        self.assertEqual([name for name in os.listdir(os.path.join(self.base, "checkpoints")) if ".tmp-" in name], [])
+        # Afterwards the directory is free again.
+        self.assertEqual(self.run_job(dict(OMP_NUM_THREADS="1"), args=["--", "true"]), 0)
+        self.assert_nothing_left()
+
+
 def main():
     global REPEAT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
