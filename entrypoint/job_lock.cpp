@@ -1,5 +1,7 @@
 #include "entrypoint/job_lock.h"
 
+#include "common/regular_file.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -8,6 +10,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
 
@@ -56,43 +59,54 @@ JobLockOutcome lock_job_directory(const JobPaths& paths, int pid, const std::str
   std::error_code ignored;
   std::filesystem::create_directories(paths.output(), ignored);
   const std::string path = (paths.output() / lock_file_name).string();
-  // Close-on-exec: mpirun, sshd and the ranks must not hold the lock after the launcher is gone. Never
-  // through a link planted under the name.
-  bool writable = true;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666);
-  if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) {
-    writable = false;  // a read-only output/ still locks an existing file; the folder check names the fault
-    fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-  }
-  if (fd < 0) {
+  // The file is made (or found) through a writable descriptor that is closed again once the holder's line is
+  // in it: the lock itself sits on a read-only one, so that holding it keeps no file of output/ open for
+  // writing (a read-only remount of output/ must stay possible). Close-on-exec: mpirun, sshd and the ranks
+  // must not hold the lock after the launcher is gone. Never through a link planted under the name.
+  auto cannot_lock = [&](const std::string& why) {
     outcome.warning = fmt::format("cannot lock the job directory with {} ({}); a second train on this directory "
                                   "would not be refused",
-                                  path, std::strerror(errno));
-    return outcome;
+                                  path, why);
+    return std::move(outcome);
+  };
+  // (Non-blocking: a FIFO in the file's place must not hold the launcher in open().)
+  const int flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  const int writer = ::open(path.c_str(), O_WRONLY | O_CREAT | flags, 0666);
+  // A read-only output/ still locks an existing file; the folder check names that fault later.
+  const int fd = ::open(path.c_str(), O_RDONLY | flags);
+  struct stat status {};
+  if (fd < 0 || ::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    const std::string why = fd < 0 ? std::strerror(errno) : std::string("it is ") + file_type_name(status.st_mode);
+    if (writer >= 0) ::close(writer);
+    if (fd >= 0) ::close(fd);
+    return cannot_lock(why);
   }
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
+  int locked = 0;
+  do {
+    locked = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (locked != 0 && errno == EINTR);
+  if (locked != 0) {
     const int error = errno;
-    if (error == EWOULDBLOCK) {
-      outcome.refused = fmt::format("the job directory {} is in use by another train ({}): two on one directory "
-                                    "would overwrite each other's checkpoints and reports. Wait for it to end, or "
-                                    "give this job a directory of its own (SAGEMAKER_BASE_DIR); nothing was written "
-                                    "({} holds the lock).",
-                                    paths.base.string(), read_holder(fd), path);
-    } else {
-      outcome.warning = fmt::format("cannot lock the job directory with {} ({}); a second train on this directory "
-                                    "would not be refused",
-                                    path, std::strerror(error));
+    if (writer >= 0) ::close(writer);
+    if (error != EWOULDBLOCK) {
+      ::close(fd);
+      return cannot_lock(std::strerror(error));
     }
+    outcome.refused = fmt::format("the job directory {} is in use by another train ({}): two on one directory would "
+                                  "overwrite each other's checkpoints and reports. Wait for it to end, or give this "
+                                  "job a directory of its own (SAGEMAKER_BASE_DIR); nothing was written ({} holds the "
+                                  "lock).",
+                                  paths.base.string(), read_holder(fd), path);
     ::close(fd);
     return outcome;
   }
-  if (writable) {
+  if (writer >= 0) {
     // Written over the last holder's line, then cut to length: a reader sees one line or the other.
     const std::string holder = fmt::format("pid {} on host {}, since {}\n", pid, host, now_utc());
-    if (::pwrite(fd, holder.data(), holder.size(), 0) == static_cast<ssize_t>(holder.size())) {
-      [[maybe_unused]] const int cut = ::ftruncate(fd, static_cast<off_t>(holder.size()));
+    if (::pwrite(writer, holder.data(), holder.size(), 0) == static_cast<ssize_t>(holder.size())) {
+      [[maybe_unused]] const int cut = ::ftruncate(writer, static_cast<off_t>(holder.size()));
     }
+    ::close(writer);
   }
   outcome.lock = JobLock(fd);
   return outcome;

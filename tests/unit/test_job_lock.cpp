@@ -53,4 +53,13 @@ TEST_CASE("job lock: a read-only output/ still locks an existing lock file, and 
   REQUIRE(outcome.warning);
   CHECK_THAT(*outcome.warning, Catch::Contains("cannot lock the job directory"));
   CHECK_FALSE(std::filesystem::exists(target));
+
+  // A FIFO in the file's place does not hold the launcher in open().
+  TempJobDir fifo;
+  std::filesystem::create_directories(fifo.paths().output());
+  REQUIRE(::mkfifo((fifo.paths().output() / ".train.lock").c_str(), 0600) == 0);
+  auto with_fifo = lock_job_directory(fifo.paths(), 6, "algo-1");
+  CHECK_FALSE(with_fifo.lock.held());
+  REQUIRE(with_fifo.warning);
+  CHECK_THAT(*with_fifo.warning, Catch::Contains("(it is a FIFO (named pipe))"));
 }
