@@ -3,7 +3,6 @@
 #include "common/atomic_file.h"
 
 #include <cerrno>
-#include <cstring>
 #include <mutex>
 #include <poll.h>
 #include <unistd.h>
@@ -32,8 +31,9 @@ bool redirect_to_fallback(int fd) {
   ::close(file);
   if (!moved) return false;
   redirected[fd] = true;
-  const std::string note = std::string("[train] ") + stream_name(fd) + " is a broken pipe (its reader went away); its lines "
-                           "continue in " + fallback_file.string() + "\n";
+  const std::string note = std::string("[train] ") + stream_name(fd) +
+                           " is a broken pipe (its reader went away); its lines continue in " +
+                           fallback_file.string() + "\n";
   write_fully(fd, note);
   const int other = fd == STDOUT_FILENO ? STDERR_FILENO : STDOUT_FILENO;
   if (!redirected[other]) write_fully(other, note);

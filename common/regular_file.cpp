@@ -34,7 +34,9 @@ RegularFile open_regular_file(const std::string& path) {
   if (fd < 0) {
     file.error = errno;
     // A socket cannot be opened at all (ENXIO): say what it is rather than the errno's words.
-    if (::stat(path.c_str(), &status) == 0 && !S_ISREG(status.st_mode)) file.not_regular = file_type_name(status.st_mode);
+    if (::stat(path.c_str(), &status) == 0 && !S_ISREG(status.st_mode)) {
+      file.not_regular = file_type_name(status.st_mode);
+    }
     return file;
   }
   if (::fstat(fd, &status) != 0) {

@@ -97,7 +97,9 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
     settings.train_dir = job.paths.channel(train_channel->name);
     if (train_channel->mode == InputMode::pipe) configure_pipe(settings, *train_channel, job);
   }
-  if (const Channel* validation = job.input.find("validation")) settings.validation_dir = job.paths.channel(validation->name);
+  if (const Channel* validation = job.input.find("validation")) {
+    settings.validation_dir = job.paths.channel(validation->name);
+  }
   if (const Channel* list = job.input.find("train_lst")) settings.train_list_dir = job.paths.channel(list->name);
   if (const Channel* list = job.input.find("validation_lst")) {
     settings.validation_list_dir = job.paths.channel(list->name);
