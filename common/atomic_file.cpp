@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <stdexcept>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,18 +28,32 @@ std::string directory_of(const std::string& path) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, mode_t mode) : path_(std::move(path)) {
-  const std::string pattern = path_ + std::string(temporary_suffix) + "XXXXXX";
-  temporary_ = pattern;
-  fd_ = ::mkstemp(temporary_.data());
-  if (fd_ < 0) throw_file_error("create", pattern, errno);  // (mkstemp may have changed temporary_)
-  if (::fchmod(fd_, mode) != 0) {
-    int saved = errno;
-    ::close(fd_);
-    ::unlink(temporary_.c_str());
-    fd_ = -1;
-    throw_file_error("set the mode of", temporary_, saved);
+int create_new_file(const std::string& path, mode_t mode) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+}
+
+int open_file_for_appending(const std::string& path, mode_t mode) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+}
+
+int create_unique_file(const std::string& prefix, std::string& path, mode_t mode) {
+  static constexpr char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    unsigned char random[6];
+    if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) return -1;
+    path = prefix;
+    for (unsigned char byte : random) path += letters[byte % (sizeof letters - 1)];
+    const int fd = create_new_file(path, mode);
+    if (fd >= 0 || errno != EEXIST) return fd;
   }
+  errno = EEXIST;
+  return -1;
+}
+
+AtomicFile::AtomicFile(std::string path, mode_t mode) : path_(std::move(path)) {
+  const std::string prefix = path_ + std::string(temporary_suffix);
+  fd_ = create_unique_file(prefix, temporary_, mode);
+  if (fd_ < 0) throw_file_error("create", prefix + "XXXXXX", errno);
 }
 
 AtomicFile::~AtomicFile() {
@@ -60,7 +75,7 @@ void AtomicFile::write(const void* data, size_t size) {
   }
 }
 
-void AtomicFile::commit() {
+void AtomicFile::flush_and_close() {
   if (fd_ < 0) throw std::logic_error(fmt::format("{}: commit twice", path_));
   int fd = fd_;
   fd_ = -1;
@@ -70,11 +85,26 @@ void AtomicFile::commit() {
     throw_file_error("flush", temporary_, saved);
   }
   if (::close(fd) != 0) throw_file_error("close", temporary_, errno);
+}
+
+void AtomicFile::commit() {
+  flush_and_close();
   if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
     throw_file_error("rename", fmt::format("{} to {}", temporary_, path_), errno);
   }
   committed_ = true;
   sync_directory(directory_of(path_));
+}
+
+bool AtomicFile::commit_unless_present() {
+  flush_and_close();
+  // link() fails with EEXIST instead of replacing; the temporary name goes either way (the destructor).
+  if (::link(temporary_.c_str(), path_.c_str()) != 0) {
+    if (errno == EEXIST) return false;
+    throw_file_error("link", fmt::format("{} to {}", temporary_, path_), errno);
+  }
+  sync_directory(directory_of(path_));
+  return true;
 }
 
 void write_file_atomically(const std::string& path, std::string_view content) {

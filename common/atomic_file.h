@@ -2,6 +2,8 @@
 // a temporary name in the same directory (`PATH.tmp-XXXXXX`), is flushed to disk, and is renamed over
 // PATH; then the directory is flushed so the rename itself survives a crash. Until the rename, a file
 // already at PATH stays as it was, so a reader (or SageMaker's checkpoint sync) never sees half a file.
+// Every file train makes is created here (create_new_file, create_unique_file): never through a planted
+// link, and with the permissions the process's umask allows.
 #pragma once
 
 #include <cstddef>
@@ -11,10 +13,25 @@
 
 namespace train {
 
+// Creates `path`, which must not exist yet: O_CREAT | O_EXCL | O_NOFOLLOW, so that a file or a symbolic link
+// planted under that name (in a folder others can write: /dev/shm, /tmp) is never followed, truncated or
+// reused. `mode` is narrowed by the process's umask, as for any program's files. Returns the descriptor
+// (close-on-exec), or -1 with errno set.
+int create_new_file(const std::string& path, mode_t mode = 0666);
+
+// The same under a name of its own: `prefix` and six random letters and digits (as mkstemp, but with `mode`
+// narrowed by the umask rather than 0600). Sets `path` to the name; returns the descriptor or -1 with errno.
+int create_unique_file(const std::string& prefix, std::string& path, mode_t mode = 0666);
+
+// Opens `path` for appending, creating it when missing (`mode` narrowed by the umask); a symbolic link in its
+// place is refused (O_NOFOLLOW: ELOOP), not followed. Returns the descriptor (close-on-exec) or -1 with errno.
+int open_file_for_appending(const std::string& path, mode_t mode = 0666);
+
 class AtomicFile {
  public:
-  // Creates the temporary file next to `path`. Throws std::runtime_error naming the file on failure.
-  explicit AtomicFile(std::string path, mode_t mode = 0644);
+  // Creates the temporary file next to `path` (create_unique_file: the final file gets `mode` less the
+  // umask). Throws std::runtime_error naming the file on failure.
+  explicit AtomicFile(std::string path, mode_t mode = 0666);
   // Removes the temporary file unless commit() succeeded: an abandoned write leaves nothing behind.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -27,11 +44,16 @@ class AtomicFile {
   // fsync, close, rename over the final path, fsync of the directory. Throws on failure (the temporary
   // file is then removed and the final path is untouched).
   void commit();
+  // The same, but a file already at the final path is kept as it is (link() instead of rename()): returns
+  // false then, and the content written here is dropped.
+  bool commit_unless_present();
 
   const std::string& path() const { return path_; }
   const std::string& temporary_path() const { return temporary_; }
 
  private:
+  void flush_and_close();
+
   std::string path_;
   std::string temporary_;
   int fd_ = -1;

@@ -1,13 +1,12 @@
 #include "common/json_file.h"
 
 #include "common/config_error.h"
+#include "common/regular_file.h"
 
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <set>
 #include <vector>
@@ -142,36 +141,16 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
   return document;
 }
 
-namespace {
-
-const char* file_type_name(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  return "not a regular file";
-}
-
-}  // namespace
-
 std::string read_small_file(const std::filesystem::path& path, size_t limit) {
-  // Opened without blocking and checked before reading: a FIFO (or a device) in a config file's place would
+  // Refused before reading when not a regular file: a FIFO (or a device) in a config file's place would
   // otherwise hang `train` and `train validate` with no word.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    throw ConfigError(fmt::format("{}: cannot open ({})", path.string(), std::strerror(errno)));
-  }
-  struct stat status {};
-  if (::fstat(fd, &status) != 0) {
-    const int error = errno;
-    ::close(fd);
-    throw ConfigError(fmt::format("{}: cannot stat ({})", path.string(), std::strerror(error)));
-  }
-  if (!S_ISREG(status.st_mode)) {
-    ::close(fd);
+  RegularFile file = open_regular_file(path.string());
+  if (file.not_regular != nullptr) {
     throw ConfigError(fmt::format("{}: expected a regular file holding JSON, found {}; replace it with the file",
-                                  path.string(), file_type_name(status.st_mode)));
+                                  path.string(), file.not_regular));
   }
+  if (!file.ok()) throw ConfigError(fmt::format("{}: cannot open ({})", path.string(), std::strerror(file.error)));
+  const int fd = file.fd;
   std::string content;
   char chunk[65536];
   while (true) {

@@ -4,14 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <filesystem>
-#include <stdexcept>
-#include <unistd.h>
 
 namespace train {
 
@@ -31,31 +24,6 @@ std::string tail_utf8(const std::string& text, size_t limit) {
   size_t start = text.size() - limit;
   while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) ++start;
   return text.substr(start);
-}
-
-void write_all(int fd, const std::string& content, const std::string& path) {
-  if (!write_fully(fd, content)) {
-    throw std::runtime_error(fmt::format("writing {} failed: {}", path, std::strerror(errno)));
-  }
-}
-
-// Creates a uniquely named temporary file next to `path` holding `content`, flushed to disk.
-std::string write_temporary(const std::string& path, const std::string& content) {
-  std::string temporary = path + ".tmp-XXXXXX";
-  int fd = ::mkstemp(temporary.data());
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
-  try {
-    write_all(fd, content, temporary);
-    if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-      throw std::runtime_error(fmt::format("cannot finish {}: {}", temporary, std::strerror(errno)));
-    }
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  ::close(fd);
-  return temporary;
 }
 
 }  // namespace
@@ -86,17 +54,11 @@ bool write_failure_file(const JobPaths& paths, const std::string& text) {
   try {
     std::error_code ignored;
     std::filesystem::create_directories(paths.output(), ignored);
-    std::string temporary = write_temporary(path, text);
-    // link() fails with EEXIST instead of replacing: a failure file written by user code wins.
-    int linked = ::link(temporary.c_str(), path.c_str());
-    int saved = errno;
-    ::unlink(temporary.c_str());
-    if (linked != 0) {
-      if (saved == EEXIST) {
-        log_info("{} already exists (written by the job itself); leaving it as it is", path);
-      } else {
-        log_error("cannot write {}: {}", path, std::strerror(saved));
-      }
+    AtomicFile file(path);
+    file.write(text);
+    // A failure file written by user code wins.
+    if (!file.commit_unless_present()) {
+      log_info("{} already exists (written by the job itself); leaving it as it is", path);
       return false;
     }
     return true;

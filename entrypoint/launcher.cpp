@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/memory_facts.h"
 #include "entrypoint/argument_limits.h"
+#include "common/train_variables.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/descendants.h"
 #include "entrypoint/job_directories.h"
@@ -40,10 +41,7 @@ LaunchSettings launch_settings_from_environment(const EnvironmentMap& environmen
   LaunchSettings settings;
   settings.rank_program = std::move(rank_program);
   if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
-  if (auto grace = whole_number_from_environment(environment, "TRAIN_STOP_GRACE_SECONDS", 0, 999999,
-                                                  "a whole number of seconds such as 100")) {
-    settings.stop_grace = std::chrono::seconds(*grace);
-  }
+  settings.stop_grace = read_seconds_variable(environment, WholeVariable::stop_grace_seconds);
   return settings;
 }
 

@@ -2,6 +2,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "entrypoint/job_lock.h"
 #include "entrypoint/job_report.h"
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -65,9 +67,18 @@ int report_invalid_job(const JobPaths& paths, const std::string& problems) {
 }
 
 int launch(const std::vector<std::string>& user_command) {
-  log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
-  EnvironmentMap environment = current_environment();
   JobPaths paths = JobPaths::from_environment();
+  // One launcher per job directory, for its whole life; a second one touches nothing of the first's.
+  JobLockOutcome locked = lock_job_directory(paths, ::getpid(), local_host_name());
+  if (locked.refused) {
+    log_error("{}", *locked.refused);
+    return exit_code::environment;
+  }
+  // A stdout or stderr whose reader has gone continues in output/train.log: the job goes on.
+  set_log_fallback(paths.output() / "train.log");
+  log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
+  if (locked.warning) log_info("warning: {}", *locked.warning);
+  EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;
   try {
@@ -101,6 +112,11 @@ int launch(const std::vector<std::string>& user_command) {
 }
 
 int dispatch(const std::vector<std::string>& args) {
+  const bool rank = !args.empty() && (args[0] == "rank" || args[0] == "rank-exec");
+  // Writing to a stdout or stderr whose reader has gone (`train | head`) is an error to handle, not the end
+  // of the launcher. A rank keeps the default: its output goes to mpirun, and without mpirun it is done.
+  // (Children get the default back: entrypoint/child_process.cpp.)
+  if (!rank) ::signal(SIGPIPE, SIG_IGN);
   if (args.empty() || (args.size() == 1 && args[0] == "train")) return launch({});
   const std::string& command = args[0];
   if (command == "--") {

@@ -2,9 +2,11 @@
 
 #include "common/config_error.h"
 #include "common/json_file.h"
+#include "common/train_variables.h"
 #include "job/gpu_inventory.h"
 #include "job/sagemaker_environment.h"
 #include "job/training_hosts.h"
+#include "job/training_requirements.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -163,6 +165,7 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
       job.cluster.network_interface = *interface;
     }
   }
+  for (auto& problem : train_variable_problems(environment)) problems.add(std::move(problem));
 
   bool hyperparameters_ok = false;
   collect(problems, [&] {
@@ -198,20 +201,22 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
     }
   });
   collect(problems, [&] { job.outputs = read_output_locations(paths); });
+  bool input_ok = false;
   collect(problems, [&] {
     if (std::filesystem::exists(paths.input_data_config(), error)) {
       job.input = read_input_data_config(paths.input_data_config());
     }
+    input_ok = true;
   });
-  if (auto share = lookup(environment, "TRAIN_RANKS_SHARE_GPUS"); share && !share->empty()) {
-    if (*share != "0" && *share != "1") {
-      problems.add(fmt::format("environment variable TRAIN_RANKS_SHARE_GPUS: expected 0 or 1, got {}; unset it "
-                               "for one GPU per rank",
-                               quote_json_for_message(nlohmann::json(*share))));
-    }
-    job.ranks_share_gpus = *share == "1";
+  try {
+    job.ranks_share_gpus = read_switch_variable(environment, SwitchVariable::ranks_share_gpus);
+  } catch (const ConfigError&) {
+    // said among train_variable_problems' above
   }
-  if (hyperparameters_ok) resolve_device_and_ranks(job, mode, problems);
+  if (hyperparameters_ok) {
+    resolve_device_and_ranks(job, mode, problems);
+    if (workload == Workload::train_resnet) check_training_requirements(job, input_ok, problems);
+  }
 
   for (const auto& channel : job.input.channels) {
     if (channel.mode == InputMode::pipe) continue;  // Pipe FIFOs appear only once training starts

@@ -1,23 +1,39 @@
 #include "job/rank_mark.h"
 
-#include <fcntl.h>
+#include "common/atomic_file.h"
+
+#include <cerrno>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace train {
 namespace {
 
-constexpr const char* rank_mark = "/dev/shm/train-ranks-started";
+// Ours: a regular file this user made. /dev/shm is writable by anyone on a host without containers.
+bool is_our_mark(const std::filesystem::path& mark) {
+  struct stat status {};
+  return ::lstat(mark.c_str(), &status) == 0 && S_ISREG(status.st_mode) && status.st_uid == ::geteuid();
+}
 
 }  // namespace
 
-void mark_rank_started() {
+void mark_rank_started(const std::filesystem::path& mark) {
   // Best effort: without /dev/shm the worker still sees the daemon of any job that runs longer than a poll.
-  int fd = ::open(rank_mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd >= 0) ::close(fd);
+  // Made new (never through a planted link, never someone else's file); what stands in its place that is not
+  // our mark is removed once and the mark made again.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd = create_new_file(mark.string());
+    if (fd >= 0) {
+      ::close(fd);
+      return;
+    }
+    if (errno != EEXIST || is_our_mark(mark)) return;
+    ::unlink(mark.c_str());
+  }
 }
 
-bool ranks_have_started() { return ::access(rank_mark, F_OK) == 0; }
+bool ranks_have_started(const std::filesystem::path& mark) { return is_our_mark(mark); }
 
-void clear_rank_mark() { ::unlink(rank_mark); }
+void clear_rank_mark(const std::filesystem::path& mark) { ::unlink(mark.c_str()); }
 
 }  // namespace train

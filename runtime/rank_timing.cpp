@@ -1,6 +1,7 @@
 #include "runtime/rank_timing.h"
 
 #include "common/config_error.h"
+#include "common/train_variables.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/mpi_check.h"
 
@@ -32,20 +33,8 @@ std::string host_of(const std::vector<std::string>& hosts, size_t rank) {
 
 StragglerRule straggler_rule_from_environment(const EnvironmentMap& environment) {
   StragglerRule rule;
-  if (auto factor = lookup(environment, "TRAIN_STRAGGLER_FACTOR")) {
-    char* end = nullptr;
-    const double value = std::strtod(factor->c_str(), &end);
-    if (end == factor->c_str() || *end != '\0' || !(value > 1.0) || value > 1000.0) {
-      throw ConfigError(fmt::format("environment variable TRAIN_STRAGGLER_FACTOR: expected a number above 1 such as "
-                                    "1.5, got \"{}\"",
-                                    *factor));
-    }
-    rule.factor = value;
-  }
-  if (auto intervals = whole_number_from_environment(environment, "TRAIN_STRAGGLER_INTERVALS", 1, 999999,
-                                                      "a whole number of log intervals from 1 such as 3")) {
-    rule.intervals = static_cast<int>(*intervals);
-  }
+  rule.factor = read_straggler_factor_variable(environment);
+  rule.intervals = static_cast<int>(read_whole_variable(environment, WholeVariable::straggler_intervals));
   return rule;
 }
 

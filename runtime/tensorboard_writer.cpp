@@ -1,5 +1,6 @@
 #include "runtime/tensorboard_writer.h"
 
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "runtime/data/crc32c.h"
 
@@ -106,7 +107,7 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& directory, con
   const double started = now_seconds();
   // TensorFlow's name; the loader picks files whose name holds "tfevents", in name order.
   path_ = directory / fmt::format("events.out.tfevents.{}.{}", static_cast<int64_t>(started), host);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = open_file_for_appending(path_.string());
   if (fd_ < 0) {
     throw std::runtime_error(fmt::format("cannot create the TensorBoard events file {}: {}", path_.string(),
                                          std::strerror(errno)));

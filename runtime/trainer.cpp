@@ -1,8 +1,10 @@
 #include "runtime/trainer.h"
 
+#include "common/atomic_file.h"
 #include "common/config_error.h"
 #include "common/environment_map.h"
 #include "common/log.h"
+#include "common/train_variables.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/replica_check.h"
 #include "runtime/data/data_error.h"
@@ -14,15 +16,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 
 namespace train {
 
 namespace {
-
-std::chrono::seconds timeout_from_environment(const char* name, int default_seconds) {
-  const auto seconds = whole_number_from_environment(current_environment(), name, 0, 9999999, "a whole number of seconds");
-  return std::chrono::seconds(seconds.value_or(default_seconds));
-}
 
 std::string format_duration(double seconds) {
   auto total = static_cast<int64_t>(std::max(0.0, seconds));
@@ -46,8 +44,9 @@ std::chrono::milliseconds Trainer::collective_timeout() const {
 }
 
 int Trainer::run() {
-  step_timeout_ = timeout_from_environment("TRAIN_STEP_TIMEOUT_SECONDS", 900);
-  data_timeout_ = timeout_from_environment("TRAIN_DATA_TIMEOUT_SECONDS", 600);
+  const EnvironmentMap environment = current_environment();
+  step_timeout_ = read_seconds_variable(environment, WholeVariable::step_timeout_seconds);
+  data_timeout_ = read_seconds_variable(environment, WholeVariable::data_timeout_seconds);
   data_ = std::make_unique<TrainingData>(settings_, identity_, comm_, collective_timeout(),
                                          std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
   engine_ = make_engine(settings_, data_->classes(), identity_, comm_, collective_timeout());
@@ -378,9 +377,12 @@ void Trainer::open_sample_log() {
   auto dir = lookup(current_environment(), "TRAIN_SAMPLE_LOG");
   if (!dir || dir->empty()) return;
   const auto path = std::filesystem::path(*dir) / fmt::format("rank-{}.txt", identity_.rank);
-  sample_log_.reset(std::fopen(path.c_str(), "a"));
+  const int fd = open_file_for_appending(path.string());
+  if (fd >= 0) sample_log_.reset(::fdopen(fd, "a"));
   if (!sample_log_) {
-    throw ConfigError(fmt::format("TRAIN_SAMPLE_LOG: cannot append to {}: {}", path.string(), std::strerror(errno)));
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw ConfigError(fmt::format("TRAIN_SAMPLE_LOG: cannot append to {}: {}", path.string(), std::strerror(error)));
   }
 }
 

@@ -1,7 +1,8 @@
 #include "runtime/training_settings.h"
 
 #include "common/config_error.h"
-#include "common/environment_map.h"
+#include "common/train_variables.h"
+#include "job/training_requirements.h"
 
 #include <fmt/format.h>
 
@@ -11,26 +12,8 @@ namespace train {
 
 namespace {
 
-// A Pipe-mode training channel is a stream: how many records an epoch holds and which classes they use are
-// known only at its end, so the schedule and the model need both numbers up front, as SageMaker's built-in
-// image classification algorithm asks for them.
+// The job description has checked what Pipe mode needs (job/training_requirements.cpp).
 void configure_pipe(TrainingSettings& settings, const Channel& channel, const JobDescription& job) {
-  using data::DataFormat;
-  if (settings.data_format != DataFormat::detect && settings.data_format != DataFormat::tfrecord &&
-      settings.data_format != DataFormat::recordio) {
-    throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, which streams TFRecord or RecordIO objects, but "
-                                  "hyperparameter data_format is \"{}\": use auto, tfrecord or recordio, or File mode",
-                                  channel.name, data::data_format_name(settings.data_format)));
-  }
-  std::vector<std::string> missing;
-  if (!settings.num_training_samples) missing.push_back("num_training_samples (records per epoch across the job)");
-  if (!settings.num_classes) missing.push_back("num_classes");
-  if (!missing.empty()) {
-    throw ConfigError(fmt::format("channel \"{}\" uses Pipe mode, where the data is a stream that train sees only "
-                                  "as it trains; set the hyperparameter{} {} (as for SageMaker's built-in image "
-                                  "classification algorithm)",
-                                  channel.name, missing.size() > 1 ? "s" : "", fmt::join(missing, " and ")));
-  }
   settings.pipe = true;
   settings.pipe_channel = channel.name;
   settings.pipe_fifo_prefix = job.paths.channel(channel.name);
@@ -73,16 +56,6 @@ const char* lr_decay_name(LrDecay decay) {
   return "?";
 }
 
-bool fast_path_from_environment() {
-  auto fast = lookup(current_environment(), "TRAIN_FAST_PATH");
-  if (!fast || fast->empty()) return false;
-  if (*fast != "0" && *fast != "1") {
-    throw ConfigError(fmt::format("environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"{}\"; unset it for "
-                                  "the reference path", *fast));
-  }
-  return *fast == "1";
-}
-
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
   const auto& hp = job.hyperparameters;
   TrainingSettings settings;
@@ -94,11 +67,6 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm.
   settings.batch_per_rank = static_cast<int>(hp.integer("mini_batch_size") / job.ranks_per_host);
   settings.global_batch = int64_t{settings.batch_per_rank} * identity.size;
-  if (settings.batch_per_rank < 2) {
-    throw ConfigError(fmt::format("hyperparameter `mini_batch_size` gives each of the {} ranks per host {} image; "
-                                  "batch norm needs at least 2 per rank, so use at least {}",
-                                  job.ranks_per_host, settings.batch_per_rank, 2 * job.ranks_per_host));
-  }
   settings.epochs = hp.integer("epochs");
   settings.max_steps = hp.integer("max_steps");
   settings.learning_rate = hp.real("learning_rate");
@@ -122,20 +90,14 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   if (hp.has("skip_corrupt")) settings.skip_corrupt = hp.boolean("skip_corrupt");
   if (auto samples = hp.optional_integer("num_training_samples")) settings.num_training_samples = *samples;
 
-  const Channel* train_channel = job.input.find("train");
-  if (train_channel == nullptr) train_channel = job.input.find("training");
+  // What the job description checks (job/training_requirements.cpp) holds here: a training channel unless the
+  // data is synthetic, Pipe mode's counts, no Pipe-mode validation channel, at least 2 images per rank.
+  const Channel* train_channel = training_channel(job.input);
   if (train_channel != nullptr) {
     settings.train_dir = job.paths.channel(train_channel->name);
     if (train_channel->mode == InputMode::pipe) configure_pipe(settings, *train_channel, job);
-  } else if (settings.data_format != data::DataFormat::synthetic) {
-    throw ConfigError("the job has no training data: expected a channel named \"train\" (or \"training\") in "
-                      "inputdataconfig.json, or hyperparameter data_format=synthetic for a benchmark");
   }
   if (const Channel* validation = job.input.find("validation")) {
-    if (validation->mode == InputMode::pipe) {
-      throw ConfigError("channel \"validation\" uses Pipe mode; train reads validation data in File or FastFile mode "
-                        "only (it is read whole every epoch): set its TrainingInputMode to File or FastFile");
-    }
     settings.validation_dir = job.paths.channel(validation->name);
   }
   if (const Channel* list = job.input.find("train_lst")) settings.train_list_dir = job.paths.channel(list->name);
@@ -154,7 +116,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.host = job.cluster.current_host;
   settings.threads = threads_per_rank(job, identity);
   settings.local_rank = identity.local_rank;
-  settings.fast_path = fast_path_from_environment();
+  settings.fast_path = read_switch_variable(current_environment(), SwitchVariable::fast_path);
   return settings;
 }
 

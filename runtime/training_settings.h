@@ -83,9 +83,6 @@ struct TrainingSettings {
   }
 };
 
-// TRAIN_FAST_PATH from the environment: unset, empty or 0 = false, 1 = true, anything else a ConfigError.
-bool fast_path_from_environment();
-
 // Throws ConfigError for what the job asks but this build cannot do (with what to do instead).
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
 

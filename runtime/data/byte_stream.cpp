@@ -1,5 +1,6 @@
 #include "runtime/data/byte_stream.h"
 
+#include "common/regular_file.h"
 #include "runtime/data/data_error.h"
 
 #include <fcntl.h>
@@ -20,10 +21,13 @@ constexpr size_t kBufferBytes = size_t{1} << 20;
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-int open_for_reading(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(fmt::format("{}: cannot open for reading: {}", path, errno_text(errno)));
-  return fd;
+// A regular file's descriptor (common/regular_file.h: a FIFO, a device or a directory in its place is refused
+// before a byte is read). Sets `size`.
+int open_for_reading(const std::string& path, uint64_t& size) {
+  RegularFile file = open_regular_file(path);
+  if (!file.ok()) throw DataError(fmt::format("{}: {}", path, file.problem()));
+  size = file.size;
+  return file.fd;
 }
 
 }  // namespace
@@ -64,13 +68,8 @@ bool ByteStream::append_exactly(std::vector<uint8_t>& bytes, uint64_t size) {
 }
 
 FileStream::FileStream(const std::string& path, std::string name)
-    : ByteStream(name.empty() ? path : std::move(name)), fd_(open_for_reading(path)) {
-  struct stat info {};
-  if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd_);
-    throw DataError(fmt::format("{}: expected a regular file", path));
-  }
-  size_ = static_cast<uint64_t>(info.st_size);
+    : ByteStream(name.empty() ? path : std::move(name)) {
+  fd_ = open_for_reading(path, size_);
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);  // a hint only: failure changes nothing
   buffer_.resize(kBufferBytes);
 }
@@ -254,7 +253,8 @@ void read_fd_range(int fd, uint64_t offset, uint64_t size, std::vector<uint8_t>&
 
 void read_file_range(const std::string& path, uint64_t offset, uint64_t size, std::vector<uint8_t>& bytes,
                      const std::string& name) {
-  const int fd = open_for_reading(path);
+  uint64_t file_size = 0;
+  const int fd = open_for_reading(path, file_size);
   try {
     read_fd_range(fd, offset, size, bytes, name);
   } catch (...) {

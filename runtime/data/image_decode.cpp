@@ -1,5 +1,6 @@
 #include "runtime/data/image_decode.h"
 
+#include "common/regular_file.h"
 #include "runtime/data/data_error.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
@@ -29,23 +31,25 @@ ImageFormat sniff_image_format(const uint8_t* data, size_t size) {
 }
 
 void read_file(const std::string& path, std::vector<uint8_t>& bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  // Only a regular file: a FIFO, a device (/dev/zero never ends) or a directory is refused before a byte is read.
+  RegularFile file = open_regular_file(path);
+  if (!file.ok()) throw DataError(fmt::format("{}: {}", path, file.problem()));
   bytes.clear();
   size_t size = 0;
-  // Grow as needed instead of trusting a size from stat (the file may change while we read it).
+  // Grow as needed instead of trusting the size from fstat (the file may change while we read it).
   if (bytes.capacity() < (size_t{1} << 16)) bytes.reserve(size_t{1} << 16);
+  int error = 0;
   for (;;) {
     if (size == bytes.size()) bytes.resize(std::max(bytes.capacity(), size * 2));
-    const size_t got = std::fread(bytes.data() + size, 1, bytes.size() - size, file);
-    size += got;
-    if (got == 0) break;
+    const ssize_t got = ::read(file.fd, bytes.data() + size, bytes.size() - size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) error = errno;
+    if (got <= 0) break;
+    size += static_cast<size_t>(got);
   }
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;
-  std::fclose(file);
+  ::close(file.fd);
   bytes.resize(size);
-  if (failed) throw DataError(fmt::format("{}: cannot read: {}", path, std::strerror(error)));
+  if (error != 0) throw DataError(fmt::format("{}: cannot read: {}", path, std::strerror(error)));
 }
 
 namespace {

@@ -1,17 +1,55 @@
 #include "runtime/data/image_list.h"
 
+#include "common/regular_file.h"
+#include "runtime/data/byte_stream.h"
 #include "runtime/data/recordio.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 namespace train::data {
 
 namespace {
+
+// The lines of a .lst file, read through FileStream (a regular file only) and handed out one at a time.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : stream_(path) {}
+  // The next line without its '\n', and the byte offset where it starts; false at the end.
+  bool next(std::string& line, uint64_t& offset) {
+    for (;;) {
+      const size_t newline = buffer_.find('\n', begin_);
+      if (newline != std::string::npos || ended_) {
+        if (begin_ >= buffer_.size() && ended_) return false;
+        const size_t end = newline == std::string::npos ? buffer_.size() : newline;
+        line.assign(buffer_, begin_, end - begin_);
+        offset = buffer_offset_ + begin_;
+        begin_ = newline == std::string::npos ? buffer_.size() : newline + 1;
+        return true;
+      }
+      buffer_offset_ += begin_;
+      buffer_.erase(0, begin_);
+      begin_ = 0;
+      const size_t before = buffer_.size();
+      buffer_.resize(before + kChunk);
+      const size_t got = stream_.read(reinterpret_cast<uint8_t*>(buffer_.data() + before), kChunk);
+      buffer_.resize(before + got);
+      ended_ = got == 0;
+    }
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 16;
+  FileStream stream_;
+  std::string buffer_;
+  size_t begin_ = 0;
+  uint64_t buffer_offset_ = 0;  // the file offset of buffer_[0]
+  bool ended_ = false;
+};
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> fields;
@@ -33,13 +71,10 @@ ImageFolder read_image_lists(const std::vector<std::string>& lst_paths, const st
   list.kind = "image list";
   int32_t largest = -1;
   for (const auto& path : lst_paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw DataError(fmt::format("{}: cannot open for reading", path));
+    LineReader in(path);
     std::string line;
-    uint64_t line_offset = 0;
-    while (std::getline(in, line)) {
-      const uint64_t offset = line_offset;
-      line_offset += line.size() + 1;
+    uint64_t offset = 0;
+    while (in.next(line, offset)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       try {
@@ -61,7 +96,16 @@ ImageFolder read_image_lists(const std::vector<std::string>& lst_paths, const st
           throw CorruptDataError(path, offset,
                                  fmt::format("the image path \"{}\" must be relative to the image channel, without ..", fields.back()));
         }
-        list.paths.push_back((std::filesystem::path(image_root) / relative).string());
+        std::string image = (std::filesystem::path(image_root) / relative).string();
+        // One stat per line: a FIFO, a device (/dev/zero), a socket or a folder is named here with its line,
+        // not read (image folders leave such entries out). Opening the image checks again.
+        struct stat status {};
+        if (::stat(image.c_str(), &status) == 0 && !S_ISREG(status.st_mode)) {
+          throw CorruptDataError(path, offset,
+                                 fmt::format("the image path \"{}\" names {}, not a regular file", fields.back(),
+                                             file_type_name(status.st_mode)));
+        }
+        list.paths.push_back(std::move(image));
         list.labels.push_back(cls);
         largest = std::max(largest, cls);
         if (labels) labels->add(cls, [&] { return fmt::format("{}, byte offset {}", path, offset); });

@@ -1,6 +1,7 @@
 #include "runtime/data/record_index.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -143,6 +144,12 @@ void remove_orphaned_folders(const std::filesystem::path& parent) {
     char* end_of_pid = nullptr;
     const long pid = std::strtol(name.c_str() + temp_folder_prefix.size(), &end_of_pid, 10);
     if (pid <= 0 || end_of_pid == nullptr || *end_of_pid != '-') continue;
+    // Only a folder of this user's ($TMPDIR may be /tmp, shared by every user): never someone else's, never
+    // what a link points to.
+    struct stat status {};
+    if (::lstat(it->path().c_str(), &status) != 0 || !S_ISDIR(status.st_mode) || status.st_uid != ::geteuid()) {
+      continue;
+    }
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
       std::error_code ignored;
       std::filesystem::remove_all(it->path(), ignored);

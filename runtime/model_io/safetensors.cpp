@@ -1,6 +1,7 @@
 #include "runtime/model_io/safetensors.h"
 
 #include "common/atomic_file.h"
+#include "common/regular_file.h"
 #include "runtime/model_io/tensor_checksums.h"
 
 #include <fmt/format.h>
@@ -435,18 +436,14 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
 
 namespace {
 
-// Opens `path` for reading a regular file: non-blocking, so that a FIFO in the file's place is refused
-// instead of waiting for a writer forever. A missing file is an error unless `missing_ok` (then fd -1).
-// Sets `size` to the file's.
+// Opens `path` for reading a regular file (common/regular_file.h: a FIFO or a device in the file's place is
+// refused at once). A missing file is an error unless `missing_ok` (then fd -1). Sets `size` to the file's.
 FileHandle open_regular(const std::string& path, uint64_t& size, bool missing_ok) {
-  FileHandle fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0 && missing_ok && errno == ENOENT) return fd;
-  if (fd.get() < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) fail(path, fmt::format("cannot stat: {}", std::strerror(errno)));
-  if (!S_ISREG(status.st_mode)) fail(path, "not a regular file");
-  size = static_cast<uint64_t>(status.st_size);
-  return fd;
+  RegularFile file = open_regular_file(path);
+  if (!file.ok() && missing_ok && file.error == ENOENT && file.not_regular == nullptr) return FileHandle(-1);
+  if (!file.ok()) fail(path, file.problem());
+  size = file.size;
+  return FileHandle(file.fd);
 }
 
 [[noreturn]] void read_failed(const std::string& path) {

@@ -10,6 +10,7 @@
 // images/s), "ms_per_step", "device_bytes" (GPU memory the engine took: cudaMemGetInfo before and after),
 // "gpu"}. A round is `steps` steps timed from the first enqueue to the end of the last step on the device.
 // Exit 2 when no GPU is visible. Runs as one MPI rank (singleton or mpirun -np 1).
+#include "common/train_variables.h"
 #include "job/rank_environment.h"
 #include "runtime/cuda_engine.h"
 #include "runtime/device_pinning.h"
@@ -74,7 +75,7 @@ void bench(const Options& options, int batch, const std::string& gpu) {
   settings.optimizer = train::Optimizer::sgd;
   settings.momentum = 0.9;
   settings.weight_decay = 1e-4;
-  settings.fast_path = train::fast_path_from_environment();  // TRAIN_FAST_PATH=1, as train reads it
+  settings.fast_path = train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path);  // TRAIN_FAST_PATH=1, as train reads it
   train::RankIdentity identity;  // rank 0 of 1
   const size_t before = used_device_bytes();
   auto engine = train::make_cuda_engine(settings, options.classes, identity, MPI_COMM_WORLD, std::chrono::minutes(10));

@@ -30,6 +30,7 @@ for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index 
   library+=("$root/runtime/data/$name.cpp")
 done
 library+=("$root/common/environment_error.cpp")  # a full TMPDIR while inflating is the machine's fault
+library+=("$root/common/regular_file.cpp")  # byte_stream opens only regular files
 targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
 # Compile each source in parallel; an object newer than its source, every data header, the fuzz headers

@@ -53,6 +53,7 @@
 // Exit status: 0 all passed, 1 some check failed, 2 no GPU visible (CI builds this but cannot run it),
 // 64 usage.
 
+#include "common/train_variables.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
@@ -292,7 +293,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
   const train::ResNetSpec spec = train::build_resnet_spec(c.depth, c.classes);
   // Each model gets a plan and buckets of its own, made the way the engines make them.
   // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
-  const train::GradientMemory memory = train::fast_path_from_environment()
+  const train::GradientMemory memory = train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
                                            ? train::GradientMemory::shared_by_lifetime
                                            : train::GradientMemory::per_activation;
   auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size, memory); };

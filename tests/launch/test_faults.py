@@ -322,12 +322,12 @@ class FailureReasonsRepeated(FaultCase):
         self.repeat("step timeout", once)
 
     def test_bad_config(self):
-        # Every rank refuses the setting at the same moment, each aborting the job.
-        self.job(SYNTHETIC)
+        # Every rank refuses the setting at the same moment, each aborting the job. (A setting the job
+        # description alone shows wrong is refused before a rank starts; this one needs the data: 3 classes.)
+        self.job(dict(SMALL, num_classes="2"), {"train": self.folder(classes=("ant", "bee", "cat"))})
         self.repeat("bad config", lambda: self.outcome(
-            self.run_job({"TRAIN_STEP_TIMEOUT_SECONDS": "soon"}), 65,
-            r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
-            'environment variable TRAIN_STEP_TIMEOUT_SECONDS: expected a whole number of seconds, got "soon"'))
+            self.run_job(), 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+            "but the hyperparameter num_classes is 2, so labels must be 0 to 1"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -759,6 +759,178 @@ class SmallerMismatches(FaultCase):
         code = self.run_job(timeout=30)
         self.assert_failed(code, 65, r"^The job description is invalid: ",
                            'hosts "algo-1" and "ALGO-1" differ only in letter case')
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: what only the ranks found is refused before they start; nonsense TRAIN_* values
+
+
+class RefusedBeforeLaunch(FaultCase):
+    PROBLEMS = (
+        'environment variable TRAIN_STEP_TIMEOUT_SECONDS: expected a whole number of seconds from 1 to 9999999 such '
+        'as 900, got "0"',
+        'channel "train" uses Pipe mode, which streams TFRecord or RecordIO objects, but hyperparameter data_format '
+        'is "image_folder"',
+        'channel "train" uses Pipe mode, where the data is a stream that train sees only as it trains; set the '
+        'hyperparameters num_training_samples (records per epoch across the job) and num_classes',
+        'channel "validation" uses Pipe mode; train reads validation data in File or FastFile mode only',
+        "hyperparameter `mini_batch_size` gives each of the 2 ranks per host 1 image; batch norm needs at least 2 "
+        "per rank, so use at least 4",
+    )
+
+    def test_what_only_the_ranks_found_is_listed_by_validate_and_refused_before_a_rank_starts(self):
+        self.job(dict(SMALL, data_format="image_folder", mini_batch_size="2"),
+                 modes={"train": "Pipe", "validation": "Pipe"})
+        env = {"TRAIN_STEP_TIMEOUT_SECONDS": "0"}  # every step would have "timed out"
+        validate = subprocess.run([test_launch.TRAIN, "validate", self.base], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=30, env=self.environment(env))
+        self.assertEqual(validate.returncode, 65, validate.stdout)
+        self.assertIn(f"has {len(self.PROBLEMS)} problems:", validate.stdout)
+        for part in self.PROBLEMS:
+            self.assertIn(part, validate.stdout)
+        started = time.monotonic()
+        code = self.run_job(env, timeout=30)
+        self.assert_failed(code, 65, r"^The job description is invalid: environment variable "
+                                     r"TRAIN_STEP_TIMEOUT_SECONDS: ")
+        for part in self.PROBLEMS:  # every one in the log (the failure file holds what fits in 1024 bytes)
+            self.assertIn(part, self.stderr_text())
+        self.assertNotIn("[rank ", self.stdout_text() + self.stderr_text(), "a rank started")
+        self.assertNotIn("mpirun", self.stderr_text(), "mpirun was started")
+        self.assertLess(time.monotonic() - started, 10)
+
+
+
+class NotRegularFiles(FaultCase):
+    def test_an_image_list_naming_dev_zero_or_a_fifo_is_refused_with_its_line(self):
+        # Read whole, /dev/zero had the rank killed by the out-of-memory killer; a FIFO without a writer would
+        # hold the rank in open(). Both are refused when the list is read, naming the .lst line.
+        images = self.folder()
+        os.symlink("/dev/zero", os.path.join(images, "ant", "zero.jpg"))
+        os.mkfifo(os.path.join(images, "bee", "fifo.jpg"))
+        lists = os.path.join(self.base, "lists")
+        os.makedirs(lists)
+        lines = [f"{i}\t{i % 2}\t{'ant' if i % 2 == 0 else 'bee'}/{i // 2:03d}.jpg" for i in range(16)]
+        lines[5:5] = ["16\t0\tant/zero.jpg", "17\t1\tbee/fifo.jpg"]
+        with open(os.path.join(lists, "train.lst"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.job(SMALL, {"train": images, "train_lst": lists})
+        started = time.monotonic()
+        code = self.run_job(timeout=60)
+        lst = os.path.join(self.base, "input", "data", "train_lst", "train.lst")
+        offset = sum(len(line) + 1 for line in lines[:5])
+        self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           f'{lst}, byte offset {offset}: the image path "ant/zero.jpg" names a character device, not '
+                           f'a regular file')
+        self.assertLess(time.monotonic() - started, 30)
+
+
+
+class CreatedFiles(FaultCase):
+    def test_files_train_writes_honour_the_umask(self):
+        # They were written 0644 whatever the umask (a mode forced on the atomic writer's temporary file).
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        env = {"TRAIN_BIN": test_launch.TRAIN, "OMP_NUM_THREADS": "1"}
+        self.start_command(["sh", "-c", 'umask 077; exec "$TRAIN_BIN"'], env)
+        self.assert_exit_code(self.finish(), 0)
+        written = [os.path.join(self.base, "model", "model.safetensors"), os.path.join(self.base, "model", "model.json"),
+                   os.path.join(self.base, "checkpoints", "checkpoint.safetensors"), self.output_path("success"),
+                   self.output_path(os.path.join("data", "metrics.json"))]
+        for path in written:
+            self.assertTrue(os.path.exists(path), f"{path} is missing\n{self.logs()}")
+            self.assertEqual(oct(os.stat(path).st_mode & 0o777), oct(0o600), path)
+        self.assert_nothing_left()
+
+
+
+class DeadOutput(FaultCase):
+    """stdout (and stderr) a pipe whose reader is gone, as `train | true` leaves it: train was killed by SIGPIPE
+    (exit 141, no report at all)."""
+
+    def run_with_dead_pipe(self, args, stderr_too):
+        for path in (self.stdout_path, self.stderr_path):
+            open(path, "wb").close()  # for logs(): what does not go to the dead pipe
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        stderr = open(self.stderr_path, "wb") if not stderr_too else write_end
+        try:
+            process = subprocess.Popen([test_launch.TRAIN] + list(args), stdin=subprocess.DEVNULL, stdout=write_end,
+                                       stderr=stderr, env=self.environment({"OMP_NUM_THREADS": "1"}), cwd=self.work)
+        finally:
+            os.close(write_end)
+            if not stderr_too:
+                stderr.close()
+        self.process = process
+        return self.finish()
+
+    def train_log(self):
+        if not os.path.exists(self.output_path("train.log")):
+            return ""
+        with open(self.output_path("train.log")) as f:
+            return f.read()
+
+    def test_a_dead_stdout_and_stderr_do_not_end_the_job_and_the_log_goes_to_output_train_log(self):
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        code = self.run_with_dead_pipe([], stderr_too=True)
+        self.assertEqual(code, 0, self.train_log())
+        self.assertTrue(os.path.exists(self.output_path("success")))
+        self.assertFalse(os.path.exists(self.output_path("failure")))
+        log = self.train_log()
+        for line in ("[train] stdout is a broken pipe (its reader went away); its lines continue in "
+                     f"{self.output_path('train.log')}", "[rank 0] step=", "[rank 0] [train] checkpoint written at step 4",
+                     "[train] all 2 ranks finished successfully"):
+            self.assertIn(line, log)
+        self.assert_nothing_left()
+
+    def test_a_dead_stdout_alone_continues_in_the_file_and_stderr_says_so(self):
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        self.assert_exit_code(self.run_with_dead_pipe([], stderr_too=False), 0)
+        self.assertIn(f"[train] stdout is a broken pipe (its reader went away); its lines continue in "
+                      f"{self.output_path('train.log')}", self.stderr_text())
+        self.assertIn("[train] all 2 ranks finished successfully", self.stderr_text())
+        self.assertIn("[rank 0] step=", self.train_log())  # the ranks' stdout lines
+        self.assertTrue(os.path.exists(self.output_path("success")))
+
+    def test_validate_with_a_dead_stdout_is_not_killed(self):
+        self.job(SYNTHETIC)
+        self.assert_exit_code(self.run_with_dead_pipe(["validate"], stderr_too=False), 0)
+        self.assertIn("is valid", self.stderr_text())
+        self.assertFalse(os.path.exists(self.output_path("train.log")))  # validate writes nothing
+
+
+
+class SharedJobDirectory(FaultCase):
+    def test_a_second_train_on_the_same_job_directory_is_refused_at_once_and_touches_nothing(self):
+        # Started 0.3 s apart, two trains corrupted each other: one's checkpoint clean-up deleted the other's
+        # temporary file, and output/ held both success and failure.
+        self.job(dict(SMALL, checkpoint_frequency="1", epochs="15"), {"train": self.folder()})
+        self.start([], {"OMP_NUM_THREADS": "1"})
+        first = self.process
+        time.sleep(0.3)
+        host = socket.gethostname()
+        started = time.monotonic()
+        second = subprocess.run([test_launch.TRAIN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                timeout=30, env=self.environment({"OMP_NUM_THREADS": "1"}))
+        self.assertEqual(second.returncode, 74, second.stdout)
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertIn(f"the job directory {self.base} is in use by another train (pid {first.pid} on host {host}, "
+                      f"since ", second.stdout)
+        self.assertNotIn("starting", second.stdout)
+        # The same for a user's command; `train validate` only reads, and is not refused.
+        command = subprocess.run([test_launch.TRAIN, "--", "true"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, timeout=30, env=self.environment())
+        self.assertEqual(command.returncode, 74, command.stdout)
+        validate = subprocess.run([test_launch.TRAIN, "validate"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=30, env=self.environment())
+        self.assertEqual(validate.returncode, 0, validate.stdout)
+        # The first goes on undisturbed: success alone, every checkpoint whole.
+        self.assert_exit_code(self.finish(timeout=300), 0)
+        self.assertEqual(sorted(name for name in os.listdir(self.output_path("")) if name in ("success", "failure")),
+                         ["success"])
+        self.assertEqual([name for name in os.listdir(os.path.join(self.base, "checkpoints")) if ".tmp-" in name], [])
+        # Afterwards the directory is free again.
+        self.assertEqual(self.run_job(dict(OMP_NUM_THREADS="1"), args=["--", "true"]), 0)
+        self.assert_nothing_left()
 
 
 def main():

@@ -48,6 +48,12 @@ class TempJobDir {
   void make_channel_dir(const std::string& channel) const {
     std::filesystem::create_directories(root_ / "input" / "data" / channel);
   }
+  // A File-mode "train" channel (inputdataconfig.json and its folder): what train's own training needs of a
+  // job before the tests' other settings matter.
+  void add_train_channel() const {
+    write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "File"}})");
+    make_channel_dir("train");
+  }
 
  private:
   std::filesystem::path root_;

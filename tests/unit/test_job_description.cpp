@@ -1,6 +1,7 @@
 // load_job_description over a real directory: the files SageMaker writes, the host's GPUs and CPUs, and
 // every problem reported at once.
 #include "common/json_file.h"
+#include "common/train_variables.h"
 #include "job/job_description.h"
 #include "tests/unit/job_files_fixture.h"
 
@@ -45,6 +46,7 @@ std::string joined(const std::vector<std::string>& lines) {
 TEST_CASE("job description: a folder without resourceconfig.json says it is a one-host local job", "[job_description]") {
   TempJobDir dir;
   dir.write_config("hyperparameters.json", "{}");
+  dir.add_train_channel();
   auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
   CHECK(job.cluster.platform == JobPlatform::local);
   CHECK(job.warnings == std::vector<std::string>{
@@ -58,6 +60,11 @@ TEST_CASE("job description: a folder without resourceconfig.json says it is a on
 
 TEST_CASE("job description: nothing at all is a local run with defaults", "[job_description]") {
   TempJobDir dir;
+  // Nothing at all has nothing to train on, and says so before a rank starts.
+  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline); }) ==
+        "the job has no training data: expected a channel named \"train\" (or \"training\") in inputdataconfig.json, "
+        "or hyperparameter data_format=synthetic for a benchmark");
+  dir.write_config("hyperparameters.json", R"({"data_format": "synthetic"})");
   auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
   CHECK(job.cluster.platform == JobPlatform::local);
   CHECK(job.cluster.hosts == std::vector<std::string>{local_host_name()});
@@ -69,7 +76,7 @@ TEST_CASE("job description: nothing at all is a local run with defaults", "[job_
   CHECK(job.world_size() == 1);
   CHECK(job.input.channels.empty());
   CHECK(job.hyperparameters.integer("epochs") == 30);
-  CHECK(job.warnings.empty());
+  CHECK(other_warnings(job).empty());
   CHECK(job.resources.cpus == 8);
 }
 
@@ -119,6 +126,7 @@ TEST_CASE("job description: a two-host SageMaker job on GPU hosts", "[job_descri
 
 TEST_CASE("job description: device and ranks follow the host", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   SECTION("auto on a CPU host: one rank, float32") {
     auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
     CHECK(job.device == "cpu");
@@ -160,6 +168,7 @@ TEST_CASE("job description: device and ranks follow the host", "[job_description
 
 TEST_CASE("job description: more ranks than GPUs only with TRAIN_RANKS_SHARE_GPUS=1", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   dir.write_config("hyperparameters.json", R"({"device": "cuda", "processes_per_host": "2"})");
   CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host); }) ==
         "hyperparameter `processes_per_host` is 2 but this host has 1 GPU; each rank needs its own GPU, so use at "
@@ -177,6 +186,7 @@ TEST_CASE("job description: more ranks than GPUs only with TRAIN_RANKS_SHARE_GPU
 
 TEST_CASE("job description: device=cuda without a GPU", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   dir.write_config("hyperparameters.json", R"({"device": "cuda"})");
   const std::string message =
       "hyperparameter `device` is \"cuda\" but this host has no usable GPU (built without CUDA); use device=auto or "
@@ -198,6 +208,7 @@ TEST_CASE("job description: device=cuda without a GPU", "[job_description]") {
 
 TEST_CASE("job description: ranks that do not fit the host or the batch", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   SECTION("mini_batch_size not divisible by the GPUs") {
     dir.write_config("hyperparameters.json", R"({"mini_batch_size": "100"})");
     const std::string message =
@@ -235,6 +246,7 @@ TEST_CASE("job description: ranks that do not fit the host or the batch", "[job_
 
 TEST_CASE("job description: bfloat16 on the CPU", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   const std::string message =
       "hyperparameter `precision_dtype` is \"bfloat16\" but training runs on the CPU, which trains in float32; remove "
       "precision_dtype or set it to float32";
@@ -292,12 +304,97 @@ TEST_CASE("job description: every problem is reported at once, one per line", "[
                   "a directory under input/data)",
               "hyperparameter `mini_batch_size` is 7 but it is split evenly over the 8 ranks of each host; use a "
               "multiple of 8",
+              "hyperparameter `mini_batch_size` gives each of the 8 ranks per host 0 images; batch norm needs at "
+              "least 2 per rank, so use at least 16",
           }));
+  }
+}
+
+TEST_CASE("job description: what train's own training needs, all at once before a rank starts", "[job_description]") {
+  // These were found by the ranks after mpirun had started them all; `train validate` could not see them.
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json", R"({"data_format": "image_folder", "mini_batch_size": "3",
+                                               "processes_per_host": "3"})");
+  dir.write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "Pipe"},
+                                              "validation": {"TrainingInputMode": "Pipe"}})");
+  const std::string expected = joined({
+      "channel \"train\" uses Pipe mode, which streams TFRecord or RecordIO objects, but hyperparameter data_format "
+      "is \"image_folder\": use auto, tfrecord or recordio, or File mode",
+      "channel \"train\" uses Pipe mode, where the data is a stream that train sees only as it trains; set the "
+      "hyperparameters num_training_samples (records per epoch across the job) and num_classes (as for SageMaker's "
+      "built-in image classification algorithm)",
+      "channel \"validation\" uses Pipe mode; train reads validation data in File or FastFile mode only (it is read "
+      "whole every epoch): set its TrainingInputMode to File or FastFile",
+      "hyperparameter `mini_batch_size` gives each of the 3 ranks per host 1 image; batch norm needs at least 2 per "
+      "rank, so use at least 6",
+  });
+  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
+        expected);
+  // Not a matter of the host: the same problems offline (`train validate`).
+  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline); }) ==
+        expected);
+  // A user's command reads its own data: none of this applies to it.
+  CHECK(load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline, Workload::user_command).ranks_per_host == 3);
+
+  SECTION("one count missing is named alone") {
+    dir.write_config("hyperparameters.json", R"({"num_classes": "10"})");
+    dir.write_config("inputdataconfig.json", R"({"training": {"TrainingInputMode": "Pipe"}})");
+    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline); }) ==
+          "channel \"training\" uses Pipe mode, where the data is a stream that train sees only as it trains; set the "
+          "hyperparameter num_training_samples (records per epoch across the job) (as for SageMaker's built-in image "
+          "classification algorithm)");
+  }
+  SECTION("a Pipe job with what it needs is valid") {
+    dir.write_config("hyperparameters.json", R"({"num_classes": "10", "num_training_samples": "1000",
+                                                 "data_format": "tfrecord"})");
+    dir.write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "Pipe"}})");
+    CHECK(load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline).input.channels.size() == 1);
+  }
+}
+
+TEST_CASE("job description: nonsense TRAIN_* values are refused with the job's other problems", "[job_description]") {
+  TempJobDir dir;
+  dir.add_train_channel();
+  const EnvironmentMap environment = {{"TRAIN_STEP_TIMEOUT_SECONDS", "0"},   // every step would time out
+                                      {"TRAIN_DATA_TIMEOUT_SECONDS", "10s"},
+                                      {"TRAIN_PEERS_TIMEOUT_SECONDS", "-5"},
+                                      {"TRAIN_SSH_PORT", "70000"},
+                                      {"TRAIN_FAST_PATH", "yes"},
+                                      {"TRAIN_STRAGGLER_FACTOR", "1"},
+                                      // 0 means "not at all" for these two, and is fine.
+                                      {"TRAIN_STOP_GRACE_SECONDS", "0"},
+                                      {"TRAIN_MASTER_LINGER_SECONDS", "0"}};
+  const std::string expected = joined({
+      "environment variable TRAIN_STEP_TIMEOUT_SECONDS: expected a whole number of seconds from 1 to 9999999 such as "
+      "900, got \"0\"",
+      "environment variable TRAIN_DATA_TIMEOUT_SECONDS: expected a whole number of seconds from 1 to 9999999 such as "
+      "600, got \"10s\"",
+      "environment variable TRAIN_PEERS_TIMEOUT_SECONDS: expected a whole number of seconds from 1 to 864000 such as "
+      "600, got \"-5\"",
+      "environment variable TRAIN_SSH_PORT: expected a whole number from 1 to 65535 such as 22, got \"70000\"",
+      "environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"yes\"; unset it for the reference path",
+      "environment variable TRAIN_STRAGGLER_FACTOR: expected a number above 1 and at most 1000 such as 1.5, got \"1\"",
+  });
+  CHECK(config_error_message([&] { load_job_description(dir.paths(), environment, cpu_host, CheckMode::offline); }) ==
+        expected);
+  // The same for a user's command: the launcher reads them too.
+  CHECK(config_error_message([&] {
+          load_job_description(dir.paths(), environment, cpu_host, CheckMode::this_host, Workload::user_command);
+        }) == expected);
+  // Every timeout refuses 0; the stop grace and the master's linger take it.
+  for (const auto& variable : checked_train_variables()) {
+    const std::string name(variable.name);
+    if (name == "TRAIN_FAST_PATH" || name == "TRAIN_RANKS_SHARE_GPUS") continue;  // switches: 0 is off
+    INFO(name);
+    const bool zero_allowed = name == "TRAIN_STOP_GRACE_SECONDS" || name == "TRAIN_MASTER_LINGER_SECONDS";
+    CHECK(train_variable_problems({{name, "0"}}).empty() == zero_allowed);
+    CHECK(train_variable_problems({{name, variable.default_text}}).empty());
   }
 }
 
 TEST_CASE("job description: broken files", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   const auto paths = dir.paths();
   SECTION("an empty resourceconfig.json") {
     dir.write_config("resourceconfig.json", "");
@@ -319,6 +416,7 @@ TEST_CASE("job description: broken files", "[job_description]") {
               "ill-formed UTF-8 byte; last read: '\"n\\xE4g'); fix the file so that it is one UTF-8 JSON object");
   }
   SECTION("a directory where a file should be") {
+    std::filesystem::remove(paths.input_data_config());
     std::filesystem::create_directories(paths.input_data_config());
     CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
           paths.input_data_config().string() +
@@ -336,6 +434,7 @@ TEST_CASE("job description: broken files", "[job_description]") {
 
 TEST_CASE("job description: AWS Batch when there is no resourceconfig.json", "[job_description]") {
   TempJobDir dir;
+  dir.add_train_channel();
   EnvironmentMap environment = {{"AWS_BATCH_JOB_NUM_NODES", "2"},
                                 {"AWS_BATCH_JOB_NODE_INDEX", "1"},
                                 {"AWS_BATCH_JOB_MAIN_NODE_INDEX", "0"},

@@ -282,5 +282,5 @@ TEST_CASE("checkpoint: a job resumes from the newest whole checkpoint, else says
   REQUIRE(::mkfifo(newest.c_str(), 0600) == 0);
   choice = choose_checkpoint(dir.path());
   REQUIRE_FALSE(choice.rejected.empty());
-  CHECK(choice.rejected[0] == newest + ": not a regular file");
+  CHECK(choice.rejected[0] == newest + ": not a regular file but a FIFO (named pipe)");
 }

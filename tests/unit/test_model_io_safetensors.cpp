@@ -305,7 +305,7 @@ TEST_CASE("safetensors: read_safetensors names the path in its errors", "[model_
   ScratchDir dir;
   const std::string missing = dir.file("missing.safetensors");
   CHECK_THROWS_WITH(read_safetensors(missing), missing + ": cannot open: No such file or directory");
-  CHECK_THROWS_WITH(read_safetensors(dir.path().string()), dir.path().string() + ": not a regular file");
+  CHECK_THROWS_WITH(read_safetensors(dir.path().string()), dir.path().string() + ": not a regular file but a directory");
 
   const std::string truncated = dir.file("truncated.safetensors");
   std::vector<float> values(16, 1.0f);

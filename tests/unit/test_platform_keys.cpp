@@ -52,6 +52,7 @@ JobDescription load(const TempJobDir& dir, Workload workload = Workload::train_r
 
 TEST_CASE("platform keys: a tuning job's hyperparameters are valid", "[platform_keys]") {
   TempJobDir dir;
+  dir.add_train_channel();
   dir.write_config("hyperparameters.json", tuning_job_hyperparameters);
   JobDescription job = load(dir);
   CHECK(job.hyperparameters.real("learning_rate") == 0.0731);
@@ -71,6 +72,7 @@ TEST_CASE("platform keys: a tuning job's hyperparameters are valid", "[platform_
 
 TEST_CASE("platform keys: sagemaker_mpi_num_processes is the job's rank count", "[platform_keys]") {
   TempJobDir dir;
+  dir.add_train_channel();
   dir.write_config("resourceconfig.json", two_hosts("algo-1"));
   dir.write_config("hyperparameters.json", R"({"sagemaker_mpi_num_processes": "4", "mini_batch_size": "8"})");
   CHECK(load(dir).ranks_per_host == 2);
@@ -182,6 +184,7 @@ TEST_CASE("heterogeneous clusters: only the distribution's instance groups train
   CHECK(training_env.at("is_master") == true);
 
   SECTION("a group the cluster does not have") {
+    gpu.add_train_channel();
     gpu.write_config("hyperparameters.json", R"({"sagemaker_distribution_instance_groups": "[\"gpus\"]"})");
     CHECK(config_error_message([&] { load(gpu); }) ==
           "hyperparameter `sagemaker_distribution_instance_groups` names the instance group \"gpus\", but "
@@ -189,6 +192,7 @@ TEST_CASE("heterogeneous clusters: only the distribution's instance groups train
           "cluster");
   }
   SECTION("not a list of names") {
+    gpu.add_train_channel();
     gpu.write_config("hyperparameters.json", R"({"sagemaker_distribution_instance_groups": "[1]"})");
     CHECK(config_error_message([&] { load(gpu); }) ==
           "hyperparameter `sagemaker_distribution_instance_groups`: expected a list of the instance groups that "
@@ -213,6 +217,7 @@ TEST_CASE("heterogeneous clusters: only the distribution's instance groups train
 
 TEST_CASE("output locations: checkpointconfig.json and tensorboardoutputconfig.json", "[platform_keys]") {
   TempJobDir dir;
+  dir.add_train_channel();
   JobDescription defaults = load(dir);
   CHECK(defaults.outputs.checkpoints == dir.root() / "checkpoints");
   CHECK(defaults.outputs.tensorboard == dir.root() / "output" / "tensorboard");

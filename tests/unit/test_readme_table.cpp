@@ -1,5 +1,7 @@
 // The README's hyperparameter table is generated from the schema: this fails when they differ, or when the
-// README has lost the markers that delimit the table.
+// README has lost the markers that delimit the table. The README's table of TRAIN_* variables shows the
+// defaults that common/train_variables.cpp has.
+#include "common/train_variables.h"
 #include "job/hyperparameter_schema.h"
 
 #include <catch2/catch.hpp>
@@ -62,4 +64,17 @@ TEST_CASE("README table: one row per schema entry, in schema order", "[readme]")
   CHECK(table.find("| `epochs` | int | `30` | a positive integer | passes over the training data |\n") !=
         std::string::npos);
   CHECK(table.find("| `custom_mpi_options` | string | (empty) |") != std::string::npos);
+}
+
+TEST_CASE("README: every checked TRAIN_* variable is in the environment table with its default", "[readme]") {
+  std::ifstream file(std::string(TRAIN_SOURCE_DIR) + "/README.md", std::ios::binary);
+  REQUIRE(file.good());
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  const std::string readme = buffer.str();
+  for (const auto& variable : train::checked_train_variables()) {
+    const std::string row = "\n| `" + std::string(variable.name) + "` | `" + variable.default_text + "`";
+    INFO(row.substr(1));
+    CHECK(readme.find(row) != std::string::npos);
+  }
 }

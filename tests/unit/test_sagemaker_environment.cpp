@@ -240,7 +240,8 @@ TEST_CASE("SM_*: each host of a job sees its own host's values", "[sagemaker_env
 
 TEST_CASE("SM_*: a local run with nothing configured", "[sagemaker_environment]") {
   TempJobDir dir;
-  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+  // A user's command (train -- CMD): train's own training would want a training channel.
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host, Workload::user_command);
   job.cluster = cluster_for_local_host("workstation");
   auto variables = sagemaker_variables(job);
   CHECK(variables.at("SM_HOSTS") == R"(["workstation"])");

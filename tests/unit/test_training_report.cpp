@@ -185,9 +185,9 @@ TEST_CASE("rank timing: the straggler rule from the environment", "[training_rep
   auto rule = straggler_rule_from_environment({{"TRAIN_STRAGGLER_FACTOR", "2.5"}, {"TRAIN_STRAGGLER_INTERVALS", "5"}});
   CHECK((rule.factor == 2.5 && rule.intervals == 5));
   CHECK(config_error_message([] { straggler_rule_from_environment({{"TRAIN_STRAGGLER_FACTOR", "1"}}); }) ==
-        "environment variable TRAIN_STRAGGLER_FACTOR: expected a number above 1 such as 1.5, got \"1\"");
+        "environment variable TRAIN_STRAGGLER_FACTOR: expected a number above 1 and at most 1000 such as 1.5, got \"1\"");
   CHECK(config_error_message([] { straggler_rule_from_environment({{"TRAIN_STRAGGLER_INTERVALS", "0"}}); }) ==
-        "environment variable TRAIN_STRAGGLER_INTERVALS: expected a whole number of log intervals from 1 such as 3, "
+        "environment variable TRAIN_STRAGGLER_INTERVALS: expected a whole number of log intervals from 1 to 999999 such as 3, "
         "got \"0\"");
 }
 

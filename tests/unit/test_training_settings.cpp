@@ -37,26 +37,6 @@ TEST_CASE("training settings: a Pipe-mode channel streams from <channel>_N FIFOs
   CHECK(settings.num_training_samples == 1000);
 }
 
-TEST_CASE("training settings: what Pipe mode needs and cannot do is refused with what to do", "[training_settings]") {
-  TempJobDir dir;
-  dir.write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "Pipe"}})");
-  const RankIdentity one{};
-  CHECK(config_error_message([&] { settings_for(dir, one); }) ==
-        "channel \"train\" uses Pipe mode, where the data is a stream that train sees only as it trains; set the "
-        "hyperparameters num_training_samples (records per epoch across the job) and num_classes (as for "
-        "SageMaker's built-in image classification algorithm)");
-  dir.write_config("hyperparameters.json", R"({"num_training_samples": "1000", "num_classes": "10",
-                                               "data_format": "image_folder"})");
-  CHECK(config_error_message([&] { settings_for(dir, one); }) ==
-        "channel \"train\" uses Pipe mode, which streams TFRecord or RecordIO objects, but hyperparameter data_format "
-        "is \"image_folder\": use auto, tfrecord or recordio, or File mode");
-  dir.write_config("hyperparameters.json", R"({"num_training_samples": "1000", "num_classes": "10"})");
-  dir.write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "Pipe"},
-                                              "validation": {"TrainingInputMode": "Pipe"}})");
-  CHECK_THAT(config_error_message([&] { settings_for(dir, one); }),
-             Catch::StartsWith("channel \"validation\" uses Pipe mode; train reads validation data in File or FastFile"));
-}
-
 TEST_CASE("training settings: FullyReplicated deals over all ranks, ShardedByS3Key over the host's", "[training_settings]") {
   TempJobDir dir;
   dir.write_config("hyperparameters.json", R"({"processes_per_host": "2", "mini_batch_size": "8"})");

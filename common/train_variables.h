@@ -1,0 +1,63 @@
+// Every TRAIN_* setting train reads from its environment (README "Environment variables train reads"): what
+// each accepts, its default and what 0 means where 0 is allowed, written once here. The launcher, the ranks
+// and `train validate` read them through this file, so a value the ranks would refuse is refused by the
+// launcher and by `train validate` first, all at once with the job's other problems.
+//
+// The rule for waits: a time a wait may take before it gives up (a timeout) is at least 1 s, since 0 would
+// make every such wait fail at once; a time train keeps doing something before it moves on (the stop grace,
+// the master's linger) may be 0: not at all.
+#pragma once
+
+#include "common/environment_map.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace train {
+
+// Whole numbers (seconds, ports, counts) with their range and default.
+enum class WholeVariable {
+  stop_grace_seconds,
+  step_timeout_seconds,
+  data_timeout_seconds,
+  resolve_timeout_seconds,
+  peers_timeout_seconds,
+  ranks_timeout_seconds,
+  master_lost_seconds,
+  master_linger_seconds,
+  registration_timeout_seconds,
+  idle_host_timeout_seconds,
+  registration_port,
+  ssh_port,
+  straggler_intervals,
+};
+
+// The variable's value, or its default when unset or empty. Throws ConfigError "environment variable NAME:
+// expected ..., got "VALUE"" when it is not a whole number in its range.
+int64_t read_whole_variable(const EnvironmentMap& environment, WholeVariable variable);
+std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, WholeVariable variable);
+
+// Switches: "0" or "1" (default 0).
+enum class SwitchVariable {
+  fast_path,         // TRAIN_FAST_PATH: the training step's fast path
+  ranks_share_gpus,  // TRAIN_RANKS_SHARE_GPUS: more ranks than GPUs, for checks (job/job_description.h)
+};
+bool read_switch_variable(const EnvironmentMap& environment, SwitchVariable variable);
+// TRAIN_STRAGGLER_FACTOR: a number above 1, at most 1000 (default 1.5).
+double read_straggler_factor_variable(const EnvironmentMap& environment);
+
+// What is wrong with any of the variables above in `environment`, one message per variable (as the readers
+// would throw them); empty when all are good.
+std::vector<std::string> train_variable_problems(const EnvironmentMap& environment);
+
+// The names and defaults of every variable above, for checking the README's table against them.
+struct VariableDefault {
+  std::string_view name;
+  std::string default_text;
+};
+std::vector<VariableDefault> checked_train_variables();
+
+}  // namespace train
