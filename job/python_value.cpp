@@ -11,6 +11,14 @@
 
 namespace train {
 
+PythonValue::PythonValue() = default;
+PythonValue::PythonValue(Kind kind) : kind(kind) {}
+PythonValue::PythonValue(const PythonValue&) = default;
+PythonValue::PythonValue(PythonValue&&) noexcept = default;
+PythonValue& PythonValue::operator=(const PythonValue&) = default;
+PythonValue& PythonValue::operator=(PythonValue&&) noexcept = default;
+PythonValue::~PythonValue() = default;
+
 PythonValue PythonValue::make_string(std::string value) {
   PythonValue result;
   result.kind = Kind::string;

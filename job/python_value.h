@@ -21,6 +21,16 @@ namespace train {
 // dict (keys in insertion order, as Python keeps them).
 struct PythonValue {
   enum class Kind { none, boolean, integer, real, string, list, dict };
+  // Declared here and defined where the type is complete (python_value.cpp): a vector of pairs holding
+  // the type itself is complete only then, and clang's library checks (the fuzz build) insist.
+  PythonValue();
+  explicit PythonValue(Kind kind);
+  PythonValue(const PythonValue&);
+  PythonValue(PythonValue&&) noexcept;
+  PythonValue& operator=(const PythonValue&);
+  PythonValue& operator=(PythonValue&&) noexcept;
+  ~PythonValue();
+
   Kind kind = Kind::none;
   bool flag = false;         // boolean
   std::string text;          // integer: decimal digits with an optional '-'; string: UTF-8
