@@ -37,7 +37,7 @@ std::string stop_outcome(const JobDescription& job, const JobEndFacts& facts) {
 // when the rank it names left none (killed by a signal, or on another host).
 std::optional<RankFailure> first_failure(const JobEndFacts& facts) {
   const auto& reasons = facts.reasons;
-  std::optional<RankFailure> failure = facts.named_failure;
+  std::optional<RankFailure> failure = facts.mpirun_messages.first_failure();
   const bool named_rank_has_reason =
       failure &&
       std::any_of(reasons.begin(), reasons.end(), [&](const RankReason& r) { return r.rank == failure->rank; });
@@ -119,14 +119,15 @@ JobVerdict rank_failed(const JobDescription& job, const JobEndFacts& facts, cons
 JobVerdict mpirun_refused(const JobDescription& job, const JobEndFacts& facts) {
   JobVerdict verdict;
   verdict.exit_code = exit_code::launch_failed;
-  verdict.summary = fmt::format("mpirun refused its command line: {}.", facts.usage_error);
+  verdict.summary = fmt::format("mpirun refused its command line: {}.", facts.mpirun_messages.usage_error());
   const auto options = job.hyperparameters.custom_mpi_options();
   if (!options.empty()) {
     verdict.details.push_back(fmt::format("The hyperparameter custom_mpi_options adds \"{}\" to it; check those "
                                           "options against the image's `mpirun --help`.",
                                           fmt::join(options, " ")));
   }
-  verdict.details.insert(verdict.details.end(), facts.mpirun_lines.begin(), facts.mpirun_lines.end());
+  const auto& own = facts.mpirun_messages.own_error_lines();
+  verdict.details.insert(verdict.details.end(), own.begin(), own.end());
   return verdict;
 }
 
@@ -160,17 +161,18 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
   JobVerdict verdict;
   if (auto failure = first_failure(facts)) {
     verdict = rank_failed(job, facts, *failure, mpirun_code);
-  } else if (!facts.usage_error.empty()) {
+  } else if (!facts.mpirun_messages.usage_error().empty()) {
     verdict = mpirun_refused(job, facts);
   } else if (!facts.companion_trouble.empty()) {
     verdict.exit_code = mpirun_code;
     verdict.summary = facts.companion_trouble;
     verdict.details.push_back(fmt::format("mpirun {} before any rank reported a failure.", mpirun_ending(facts)));
-    verdict.details.insert(verdict.details.end(), facts.mpirun_lines.begin(), facts.mpirun_lines.end());
+    const auto& own = facts.mpirun_messages.own_error_lines();
+    verdict.details.insert(verdict.details.end(), own.begin(), own.end());
   } else {
     verdict.exit_code = mpirun_code;
     verdict.summary = fmt::format("mpirun {} before any rank reported a failure.", mpirun_ending(facts));
-    verdict.details = facts.mpirun_lines;
+    verdict.details = facts.mpirun_messages.own_error_lines();
   }
   verdict.kind = JobVerdict::Kind::failed;
   // Never 0 for a failed job: SageMaker would take it for a success.

@@ -30,9 +30,7 @@ struct JobEndFacts {
   std::optional<int> mpirun_status;
   // What mpirun printed (entrypoint/mpirun_outcome.h): the rank it, or rank-exec, named as failed; the part
   // of its command line it refused; its own words when no rank is to blame.
-  std::optional<RankFailure> named_failure;
-  std::string usage_error;
-  std::vector<std::string> mpirun_lines;
+  MpirunMessages mpirun_messages;
   // The reasons the ranks on this host left in their folder (job/rank_reason.h), earliest first. Ranks on
   // other hosts leave none here: their failure is known from mpirun's output alone.
   std::vector<RankReason> reasons;

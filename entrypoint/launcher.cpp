@@ -276,9 +276,7 @@ class JobRun {
   JobEndFacts end_facts() const {
     JobEndFacts facts;
     facts.mpirun_status = mpirun_status_;
-    facts.named_failure = messages_.first_failure();
-    facts.usage_error = messages_.usage_error();
-    facts.mpirun_lines = messages_.own_error_lines();
+    facts.mpirun_messages = messages_;
     if (reasons_) facts.reasons = read_rank_reasons(reasons_->path());
     for (const auto& [rank, tail] : error_tails_) facts.error_tails[rank].assign(tail.begin(), tail.end());
     facts.failure_seen = failure_seen_;
