@@ -11,6 +11,7 @@
 #include "entrypoint/job_directories.h"
 #include "entrypoint/efa.h"
 #include "entrypoint/job_report.h"
+#include "entrypoint/job_verdict.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
 #include "entrypoint/rank_memory.h"
@@ -20,7 +21,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -31,7 +31,6 @@
 #include <optional>
 #include <poll.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace train {
@@ -179,10 +178,11 @@ class JobRun {
       return;
     }
     if (signal_number == SIGUSR2) return;  // ours to send, not to act on
-    if (!stop_signal_) {
-      stop_signal_ = signal_number;
+    const bool first = stop_signals_.empty();
+    // The report needs the first and whether more came: a flood of signals need not grow the list.
+    if (stop_signals_.size() < 4) stop_signals_.push_back(StopSignal{signal_number, clock::now()});
+    if (first) {
       stop_time_ = std::chrono::system_clock::now();
-      stop_steady_ = clock::now();
       stop_deadline_ = clock::now() + settings_.stop_grace;
       log_info("received {}: asking every rank to checkpoint and stop (up to {} s)", signal_name(signal_number),
                settings_.stop_grace.count());
@@ -216,7 +216,7 @@ class JobRun {
     if (mpirun_status_) return;
     auto now = clock::now();
     const bool failure_due = failure_seen_ && now >= *failure_seen_ + teardown_limit;
-    if (!terminate_sent_ && failure_due && !(stop_signal_ && now >= stop_deadline_)) {
+    if (!terminate_sent_ && failure_due && !(!stop_signals_.empty() && now >= stop_deadline_)) {
       log_error("mpirun has not ended the job {} s after rank {} reported its failure (it waits for a host it "
                 "cannot reach?); telling it to end now",
                 std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count(), failed_rank_);
@@ -224,7 +224,7 @@ class JobRun {
       terminate_sent_ = true;
       teardown_forced_ = true;
       kill_deadline_ = now + kill_after_terminate;
-    } else if (!terminate_sent_ && stop_signal_ && now >= stop_deadline_) {
+    } else if (!terminate_sent_ && !stop_signals_.empty() && now >= stop_deadline_) {
       log_info("ranks are still running after the stop request; telling mpirun to end them");
       ::kill(mpirun_.pid, SIGTERM);
       terminate_sent_ = true;
@@ -262,165 +262,63 @@ class JobRun {
     }
   }
 
-  // After a stop request: whether train's ranks wrote a checkpoint since, which the failure file then says
-  // (a second signal, or the grace period running out, can end them before they do).
-  std::string stop_outcome() const {
-    if (job_.workload != Workload::train_resnet) return "";
+  // Whether train's checkpoint file was written after the stop request (the report says so).
+  bool checkpoint_after_stop() const {
+    if (job_.workload != Workload::train_resnet || stop_signals_.empty()) return false;
     struct stat status {};
     const auto file = job_.outputs.checkpoints / JobPaths::checkpoint_file_name;
-    const bool written =
-        ::stat(file.c_str(), &status) == 0 &&
-        std::chrono::system_clock::time_point(std::chrono::seconds(status.st_mtim.tv_sec) +
-                                              std::chrono::nanoseconds(status.st_mtim.tv_nsec)) >= stop_time_;
-    if (written) return fmt::format(" A checkpoint was written after the stop request ({}): a restarted job resumes "
-                                    "from it.", file.string());
-    return fmt::format(" No checkpoint was written after the stop request (the ranks were ended first); a restarted "
-                       "job resumes from the last earlier checkpoint in {}, if there is one.",
-                       job_.outputs.checkpoints.string());
+    return ::stat(file.c_str(), &status) == 0 &&
+           std::chrono::system_clock::time_point(std::chrono::seconds(status.st_mtim.tv_sec) +
+                                                 std::chrono::nanoseconds(status.st_mtim.tv_nsec)) >= stop_time_;
+  }
+
+  // Everything the report is decided from (entrypoint/job_verdict.h), as the job ends.
+  JobEndFacts end_facts() const {
+    JobEndFacts facts;
+    facts.mpirun_status = mpirun_status_;
+    facts.mpirun_messages = messages_;
+    if (reasons_) facts.reasons = read_rank_reasons(reasons_->path());
+    for (const auto& [rank, tail] : error_tails_) facts.error_tails[rank].assign(tail.begin(), tail.end());
+    facts.failure_seen = failure_seen_;
+    facts.stop_signals = stop_signals_;
+    facts.checkpoint_after_stop = checkpoint_after_stop();
+    if (teardown_forced_) facts.teardown_forced_after = teardown_limit;
+    if (companions_) facts.companion_trouble = companions_->trouble();
+    facts.oom_kills_at_start = oom_kills_at_start_;
+    facts.oom_kills_at_end = cgroup_out_of_memory_kills();
+    facts.rank_peaks = memory_.peaks();
+    facts.host_memory = host_memory_text();
+    return facts;
   }
 
   int report() {
-    const int mpirun_code = mpirun_status_ ? exit_code_from_wait_status(*mpirun_status_) : exit_code::internal_error;
-    // A stop request that came after a rank had failed does not hide that failure: the rank's reason is the
-    // job's (a stop is what an operator does to a job that seems to hang).
-    const bool failed_before_stop = failure_seen_ && (!stop_signal_ || *failure_seen_ <= stop_steady_);
-    if (stop_signal_ && !failed_before_stop) {
-      std::string summary = fmt::format(
-          "The job was stopped by {} (SageMaker's stop or a spot interruption); the ranks were asked to checkpoint "
-          "and exit, and mpirun then {}.{}",
-          signal_name(*stop_signal_), mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not exit",
-          stop_outcome());
-      log_info("{}", summary);
-      write_failure_file(job_.paths, compose_failure_text(summary, {}));
-      return exit_code::signal_base + *stop_signal_;
+    JobVerdict verdict = decide_job_verdict(job_, end_facts());
+    if (verdict.kind == JobVerdict::Kind::succeeded) {
+      log_info("{}", verdict.summary);
+      if (write_success_file(job_.paths)) return verdict.exit_code;
+      verdict = success_file_unwritable(job_.paths);
     }
-    if (mpirun_status_ && WIFEXITED(*mpirun_status_) && WEXITSTATUS(*mpirun_status_) == 0) {
-      log_info("all {} ranks finished successfully", job_.world_size());
-      if (write_success_file(job_.paths)) return exit_code::success;
-      // SageMaker takes a job without output/success for a failed one: never exit 0 without it.
-      std::string summary = fmt::format("Training finished, but train could not write {}.",
-                                        job_.paths.success_file().string());
-      log_error("{}", summary);
-      write_failure_file(job_.paths, compose_failure_text(summary, {}));
-      return exit_code::environment;
-    }
-    std::string summary;
-    std::vector<std::string> details;
-    int code = mpirun_code;
-    // The ranks' own accounts (job/rank_reason.h) name the first failing rank even when mpirun did not get
-    // to, and the earliest of them is the first failure, whichever rank mpirun's abort message happens to
-    // name; mpirun's word stands when the rank it names left none (killed by a signal, or on another host).
-    const std::vector<RankReason> reasons = reasons_ ? read_rank_reasons(reasons_->path()) : std::vector<RankReason>{};
-    std::optional<RankFailure> failure = messages_.first_failure();
-    const bool named_rank_has_reason =
-        failure && std::any_of(reasons.begin(), reasons.end(), [&](const RankReason& r) { return r.rank == failure->rank; });
-    if (!reasons.empty() && (!failure || named_rank_has_reason)) {
-      const RankReason& first = reasons.front();
-      failure = RankFailure{first.rank, std::nullopt, std::nullopt, ""};
-      if (first.signal != 0) {
-        failure->signal = first.signal;
-      } else {
-        failure->exit_code = first.exit_code;
-      }
-    }
-    if (failure) {
-      // Our name for the host (SageMaker's algo-N), not the machine name mpirun may know it by.
-      std::string host = host_of_rank(job_, failure->rank);
-      if (host == "?" && !failure->node.empty()) host = failure->node;
-      std::string how = failure->signal
-                            ? fmt::format("was killed by signal {} ({})", *failure->signal,
-                                          signal_name(*failure->signal))
-                            : fmt::format("exited with code {}", failure->exit_code.value_or(mpirun_code));
-      summary = fmt::format("Rank {} of {} on host {} {}.", failure->rank, job_.world_size(), host, how);
-      if (auto tail = error_tails_.find(failure->rank); tail != error_tails_.end()) {
-        details.assign(tail->second.begin(), tail->second.end());
-      }
-      for (const auto& reason : reasons) {
-        if (reason.rank == failure->rank) add_reason(reason, details);
-      }
-      if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
-      if (failure->signal == SIGKILL) details.push_back(out_of_memory_hint(failure->rank));
-      if (failure->code() != 0) code = failure->code();
-      if (teardown_forced_) {
-        details.push_back(fmt::format(
-            "(mpirun did not end within {} s of the ranks' failure, waiting for a host it could no longer reach or "
-            "a rank that would not end; train ended it and every process it had started)",
-            std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count()));
-      }
-    } else if (!messages_.usage_error().empty()) {
-      // mpirun refused its command line: the part of it that is the user's is custom_mpi_options.
-      code = exit_code::launch_failed;
-      const auto options = job_.hyperparameters.custom_mpi_options();
-      summary = fmt::format("mpirun refused its command line: {}.", messages_.usage_error());
-      if (!options.empty()) {
-        details.push_back(fmt::format("The hyperparameter custom_mpi_options adds \"{}\" to it; check those options "
-                                      "against the image's `mpirun --help`.",
-                                      fmt::join(options, " ")));
-      }
-      const auto& own = messages_.own_error_lines();
-      details.insert(details.end(), own.begin(), own.end());
-    } else if (const std::string trouble = companions_ ? companions_->trouble() : ""; !trouble.empty()) {
-      summary = trouble;
-      details = messages_.own_error_lines();
-      details.insert(details.begin(), fmt::format("mpirun {} before any rank reported a failure.",
-                                                  mpirun_status_ ? describe_wait_status(*mpirun_status_)
-                                                                 : "did not report its status"));
+    if (verdict.kind == JobVerdict::Kind::stopped) {
+      log_info("{}", verdict.summary);
     } else {
-      summary = fmt::format("mpirun {} before any rank reported a failure.",
-                            mpirun_status_ ? describe_wait_status(*mpirun_status_) : "did not report its status");
-      details = messages_.own_error_lines();
+      log_error("{}", verdict.summary);
     }
-    log_error("{}", summary);
-    write_failure_file(job_.paths, compose_failure_text(summary, details));
-    return code == 0 ? exit_code::internal_error : code;
-  }
-
-  // What a rank killed by SIGKILL is told: whether the out-of-memory killer struck in this container during
-  // the job (its cgroup's count), the rank's peak memory as last seen, the host's memory and the batch.
-  std::string out_of_memory_hint(int rank) const {
-    const auto kills = cgroup_out_of_memory_kills();
-    const uint64_t struck =
-        kills && oom_kills_at_start_ && *kills > *oom_kills_at_start_ ? *kills - *oom_kills_at_start_ : 0;
-    const auto peak = memory_.peak(rank);
-    const std::string memory =
-        (peak ? fmt::format("rank {}'s memory had peaked at {} when last seen; ", rank, memory_text(*peak)) : "") +
-        host_memory_text();
-    const std::string remedy =
-        (job_.workload == Workload::train_resnet
-             ? fmt::format("lower mini_batch_size ({} images per host over {} ranks) or image_shape",
-                           job_.hyperparameters.integer("mini_batch_size"), job_.ranks_per_host)
-             : std::string("use less memory per rank")) +
-        ", run fewer ranks per host (processes_per_host), or use an instance with more memory";
-    if (struck > 0) {
-      return fmt::format("The kernel's out-of-memory killer ended {} process{} of this container during the job ({}): "
-                         "{}.",
-                         struck, struck == 1 ? "" : "es", memory, remedy);
-    }
-    return fmt::format("SIGKILL is often the kernel's out-of-memory killer ({}); if it was, {}.", memory, remedy);
-  }
-
-  // The reason's lines as the rank logged them ("[train] error: ..."), unless mpirun relayed them already.
-  static void add_reason(const RankReason& reason, std::vector<std::string>& details) {
-    if (reason.lines.empty()) return;
-    const std::string first = "[train] error: " + reason.lines.front();
-    if (std::find(details.begin(), details.end(), first) != details.end()) return;
-    details.push_back(first);
-    details.insert(details.end(), reason.lines.begin() + 1, reason.lines.end());
+    write_failure_file(job_.paths, compose_failure_text(verdict.summary, verdict.details));
+    return verdict.exit_code;
   }
 
   const JobDescription& job_;
   const LaunchSettings& settings_;
   LauncherCompanions* companions_ = nullptr;
   std::unique_ptr<RankReasonFolder> reasons_;
-  std::chrono::system_clock::time_point stop_time_{};
+  std::chrono::system_clock::time_point stop_time_{};  // the first stop request's, for the checkpoint's time
   ChildProcess mpirun_;
   std::optional<int> mpirun_status_;
-  std::optional<int> stop_signal_;
+  std::vector<StopSignal> stop_signals_;  // the stop requests received, in order
   clock::time_point stop_deadline_{};
   clock::time_point kill_deadline_{};
   bool terminate_sent_ = false;
   bool kill_sent_ = false;
-  clock::time_point stop_steady_{};
   std::optional<clock::time_point> failure_seen_;  // when the job was first seen failing
   int failed_rank_ = -1;
   clock::time_point next_reason_check_{};

@@ -18,6 +18,8 @@ class RankMemoryWatch {
   void sample_if_due(pid_t root, std::chrono::milliseconds every = std::chrono::milliseconds(500));
   // The highest peak seen of a process of rank `rank`.
   std::optional<uint64_t> peak(int rank) const;
+  // Every rank's highest peak seen.
+  const std::map<int, uint64_t>& peaks() const { return peaks_; }
 
  private:
   std::chrono::steady_clock::time_point next_{};
