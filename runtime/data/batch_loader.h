@@ -67,6 +67,9 @@ struct LoaderOptions {
   // channel, and at small inputs the last stage's maps are 1x1. (With a feed, the Pipe dealer does this,
   // since only it still holds a share's first record when a job resumes mid-epoch.)
   int min_batch = 1;
+  // The timeline's observer (loader_timing.h): while it is active, each decoding thread times its samples
+  // and reports each batch's piece of its work. Null: nothing is timed.
+  std::shared_ptr<LoaderObserver> observer;
 };
 
 struct Batch {
@@ -111,7 +114,7 @@ class BatchLoader {
  private:
   struct Slot;
   void start_threads();
-  void work();
+  void work(int thread);
   void fetch();  // with a feed: fills slots in order
   void decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label);
   bool plan_next(Batch& batch);  // fills position, next and size of the next batch; false at the end
