@@ -246,8 +246,8 @@ void Timeline::finish(Engine& engine) {
     write_line(1, format_summary_line(rank["rank"].get<int>(), rank["host"].get<std::string>(),
                                       rank["steps"].get<std::string>(), each));
   }
-  write_line(1, fmt::format("timeline: {} ({:.1f} MB, {} ranks; open it in ui.perfetto.dev or chrome://tracing)",
-                            path, static_cast<double>(merged.size()) / 1e6, parts.size()));
+  write_line(1, fmt::format("timeline: {} ({} bytes, {} ranks; open it in ui.perfetto.dev or chrome://tracing)", path,
+                            merged.size(), parts.size()));
 }
 
 TimelineSpan::TimelineSpan(Timeline* timeline, const char* name, TraceCategory category)
