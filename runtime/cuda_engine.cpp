@@ -162,7 +162,7 @@ class CudaEngine final : public Engine {
   size_t upload_bytes_ = 0;    // the last recorded step's batch
   gpu::detail::DeviceMemory device_marks_;
   PinnedMemory host_marks_;
-  Event marks_copied_;
+  Event marks_copied_, marks_zeroed_;
   std::unique_ptr<cuda::DeviceClockProbe> clock_probe_;
   std::optional<cuda::DeviceClockOffset> clock_at_start_;
 };
@@ -212,6 +212,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
     device_marks_ = make_device(bytes);
     host_marks_ = make_pinned(bytes);
     marks_copied_ = make_event();
+    marks_zeroed_ = make_event();
     clock_probe_ = std::make_unique<cuda::DeviceClockProbe>();
   }
   reduce_once();
@@ -387,11 +388,15 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   marks_copy_enqueued_ = false;
   marking_ = steps > 0;
   if (!marking_) return;
-  // Zeroed in the copy stream's order: every mark of the coming steps is written after it (the compute
-  // stream waits for each upload, the communication stream for the compute stream).
+  // Zeroed in the copy stream's order, which every mark of the coming steps follows: the copy stream's own,
+  // the compute stream's (it waits for the zeroing below, then for each upload), the communication
+  // stream's (it waits for the compute stream).
   TRAIN_CUDA_CHECK(cudaMemsetAsync(device_marks_.get(), 0,
                                    sizeof(unsigned long long) * static_cast<size_t>(steps) * layout.per_step(),
                                    copy_.get()));
+  // The compute stream's first mark (compute_begin) comes before its wait for the upload: it waits here.
+  TRAIN_CUDA_CHECK(cudaEventRecord(marks_zeroed_.get(), copy_.get()));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
   clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
   model_.set_pass_marks([this](Pass pass, int group) {
     const StepMarkLayout& l = cursor_.layout();
@@ -448,19 +453,11 @@ RecordedSteps CudaEngine<T>::take_recorded_steps() {
   }
   const cuda::DeviceClockOffset first = clock_at_start_ ? *clock_at_start_ : *at_end;
   const cuda::DeviceClockOffset last = at_end ? *at_end : *clock_at_start_;
-  auto to_host = [&](long long device) -> int64_t {
-    double offset = static_cast<double>(first.device_minus_host_ns);
-    if (last.device_ns > first.device_ns) {
-      const double along = static_cast<double>(device - first.device_ns) / static_cast<double>(last.device_ns - first.device_ns);
-      offset += along * static_cast<double>(last.device_minus_host_ns - first.device_minus_host_ns);
-    }
-    return device - static_cast<int64_t>(offset);
-  };
   const auto* device_marks = static_cast<const unsigned long long*>(host_marks_.get());
-  recorded.marks.resize(rows * recorded.layout.per_step());
-  for (size_t i = 0; i < recorded.marks.size(); ++i) {
-    recorded.marks[i] = device_marks[i] == 0 ? 0 : to_host(static_cast<long long>(device_marks[i]));
-  }
+  std::vector<int64_t> device(rows * recorded.layout.per_step());
+  for (size_t i = 0; i < device.size(); ++i) device[i] = static_cast<int64_t>(device_marks[i]);
+  recorded.marks = device_times_on_host(device, ClockReading{first.device_ns, first.device_minus_host_ns},
+                                        ClockReading{last.device_ns, last.device_minus_host_ns});
   recorded.clock = fmt::format("device timestamps (%globaltimer) on the host's clock, offset measured {} and {} "
                                "(uncertainty {} ns and {} ns)",
                                clock_at_start_ ? "at the start" : "-", at_end ? "at the end" : "-",

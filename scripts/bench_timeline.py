@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""What the timeline costs: the step time of the same 2-rank CPU job without a timeline and with one recording
-the measured steps, alternating rounds so that both see the same background load; optionally also another
-build of train (--baseline, e.g. one without the timeline code) to show that off is free. Prints the median and
-best step time of each, the overhead, and the size of the trace files.
+"""What the timeline costs, three ways:
 
-    /usr/bin/python3 scripts/bench_timeline.py [--train build/train] [--baseline OTHER/train] [--rounds 3]
-        [--steps 40] [--layers 18] [--image 32] [--batch 32]
+1. CPU time (barely disturbed by other work on a shared machine): build/scripts/bench/timeline_bench runs the
+   CPU engine's step in alternating blocks without and with the timeline's marks (one process, one thread)
+   and prints the median CPU ms per step of each;
+2. with --baseline-build DIR (a build of the code before the timeline, e.g. of its branch point): the model's
+   step (build/scripts/bench/step_bench, CPU time) of both builds, alternated: the timeline's hooks when off;
+3. wall clock of the whole job: the same 2-rank CPU job without a timeline and with one recording the measured
+   steps (and, with --baseline, another build of train), alternating rounds; its step time is train's own
+   (`timing step=... step_time max=...`, the slowest rank's) over the second half of the steps, which the
+   timeline records; it also prints the size of the trace files. On a machine busy with other work these
+   figures swing by a factor of two: read 1 and 2 for the cost, 3 for the file size.
 
-The step time is train's own (the `timing step=... step_time max=...` lines: the slowest rank's seconds per
-step over each log interval), over the second half of the steps; the timeline records exactly those steps.
+    /usr/bin/python3 scripts/bench_timeline.py [--build build] [--baseline-build DIR] [--baseline OTHER/train]
+        [--rounds 3] [--steps 40] [--layers 18] [--image 32] [--batch 32]
 """
 import argparse
 import json
@@ -60,16 +65,45 @@ def run(train, base, data, args, timeline):
     return per_step, sizes
 
 
+def cpu_time(args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    builds = [args.build] + ([args.baseline_build] if args.baseline_build else [])
+    for build in builds:
+        subprocess.run(["cmake", "--build", build, "--target", "step_bench"] +
+                       (["timeline_bench"] if build == args.build else []), check=True, stdout=subprocess.DEVNULL)
+    shape = ["50", "16", "64"]
+    print("1. CPU time of the CPU engine's step, without and with the timeline's marks (one thread):", flush=True)
+    subprocess.run([os.path.join(args.build, "scripts", "bench", "timeline_bench")] + shape + ["4", str(4 * args.rounds)],
+                   env=env, check=True)
+    if not args.baseline_build:
+        return
+    print("2. CPU time of the model's step, this build against the baseline build (one thread):", flush=True)
+    cpu = {build: [] for build in builds}
+    for _ in range(2 * args.rounds):
+        for build in builds:
+            out = subprocess.run([os.path.join(build, "scripts", "bench", "step_bench")] + shape + ["4"], env=env,
+                                 check=True, capture_output=True, text=True).stdout
+            cpu[build].append(float(re.search(r"([\d.]+) CPU s/step", out).group(1)))
+    for build in builds:
+        print(f"   {build}: median {statistics.median(cpu[build]) * 1e3:.1f} CPU ms per step, best "
+              f"{min(cpu[build]) * 1e3:.1f} ({len(cpu[build])} runs)")
+    ratio = statistics.median(cpu[args.build]) / statistics.median(cpu[args.baseline_build])
+    print(f"   this build / baseline: {100 * (ratio - 1):+.2f}% (median)", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--train", default=os.path.join(REPO, "build", "train"))
-    parser.add_argument("--baseline")
+    parser.add_argument("--build", default=os.path.join(REPO, "build"))
+    parser.add_argument("--baseline-build", help="a build directory of the code before the timeline")
+    parser.add_argument("--baseline", help="another train binary for the whole-job comparison")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--layers", type=int, default=18)
     parser.add_argument("--image", type=int, default=32)
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
+    args.train = os.path.join(args.build, "train")
+    cpu_time(args)
     with tempfile.TemporaryDirectory(prefix="bench-timeline-") as work:
         data = os.path.join(work, "fashion")
         subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit",
@@ -85,7 +119,7 @@ def main():
                 times[name].append(per_step)
                 sizes = found or sizes
                 print(f"round {round_number + 1}: {name:8} {per_step * 1e3:8.2f} ms per step", flush=True)
-    print(f"\nresnet{args.layers}, {args.image}x{args.image}, {args.batch} images per step on 2 CPU ranks; steps "
+    print(f"\n3. resnet{args.layers}, {args.image}x{args.image}, {args.batch} images per step on 2 CPU ranks; steps "
           f"{args.steps // 2 + 1}-{args.steps} of {args.steps} measured (and recorded, with the timeline on), "
           f"{args.rounds} rounds")
     print(f"{'':10}{'median ms':>12}{'best ms':>12}")

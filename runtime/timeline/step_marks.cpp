@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace train {
 
 namespace {
@@ -66,6 +68,23 @@ int64_t first_backward_mark(const int64_t* m, const StepMarkLayout& layout) {
 }
 
 }  // namespace
+
+std::vector<int64_t> device_times_on_host(const std::vector<int64_t>& device, const ClockReading& first,
+                                          const ClockReading& last) {
+  const int64_t span = last.device_ns - first.device_ns;
+  const long double drift = span > 0 ? static_cast<long double>(last.device_minus_host_ns - first.device_minus_host_ns) /
+                                           static_cast<long double>(span)
+                                     : 0.0L;
+  std::vector<int64_t> host(device.size(), 0);
+  for (size_t i = 0; i < device.size(); ++i) {
+    if (device[i] == 0) continue;
+    // floor keeps the correction monotonic in device time; with |drift| < 1 the host times keep their order.
+    const auto correction =
+        static_cast<int64_t>(std::floor(drift * static_cast<long double>(device[i] - first.device_ns)));
+    host[i] = device[i] - first.device_minus_host_ns - correction;
+  }
+  return host;
+}
 
 void append_step_events(const RecordedSteps& recorded, int64_t first_step, std::vector<TraceEvent>& events,
                         size_t* skipped) {

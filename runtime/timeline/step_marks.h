@@ -83,6 +83,19 @@ class StepMarkCursor {
   int64_t row_ = -1;
 };
 
+// A reading of a device's timer against this host's monotonic clock (the GPU engine's probe).
+struct ClockReading {
+  int64_t device_ns = 0;            // the device's timer when it was read
+  int64_t device_minus_host_ns = 0;
+};
+
+// Device times on this host's clock: less device - host, taken from `first` and `last` readings and
+// interpolated between them by device time (the clocks may drift apart a little). In whole nanoseconds, so
+// that times keep their order (a later device time never maps before an earlier one) and equal times stay
+// equal; 0 (not marked) stays 0.
+std::vector<int64_t> device_times_on_host(const std::vector<int64_t>& device, const ClockReading& first,
+                                          const ClockReading& last);
+
 // The events of the recorded steps, step number `first_step` onwards: on the compute track forward (by layer
 // group), loss, backward (by layer group), the wait for the reductions and the optimizer; each bucket's
 // reduction on its own track; on the GPU also each step (from the end of the one before, or the stream

@@ -75,13 +75,19 @@ def end(event):
     return event["ts"] + event["dur"]
 
 
+def fashion_folder(prefix, images):
+    """A temporary folder holding `images` Fashion-MNIST images as an image folder: (TemporaryDirectory, data)."""
+    work = tempfile.TemporaryDirectory(prefix=prefix)
+    data = os.path.join(work.name, "fashion")
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit",
+                    str(images), data], check=True, capture_output=True)
+    return work, data
+
+
 class TimelineOfATwoRankJob(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.work = tempfile.TemporaryDirectory(prefix="train-timeline-")
-        cls.data = os.path.join(cls.work.name, "fashion")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit", "256",
-                        cls.data], check=True, capture_output=True)
+        cls.work, cls.data = fashion_folder("train-timeline-", 256)
         cls.base = os.path.join(cls.work.name, "job")
         write_job(cls.base, cls.data, hyperparameters(timeline_steps=f"{FIRST}-{LAST}"))
         cls.code, cls.stdout, cls.stderr = run_train(cls.base)
@@ -208,10 +214,7 @@ class TimelineSettings(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.work = tempfile.TemporaryDirectory(prefix="train-timeline-settings-")
-        cls.data = os.path.join(cls.work.name, "fashion")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit", "128",
-                        cls.data], check=True, capture_output=True)
+        cls.work, cls.data = fashion_folder("train-timeline-settings-", 128)
 
     @classmethod
     def tearDownClass(cls):

@@ -348,3 +348,24 @@ TEST_CASE("timeline: trace JSON with the rank's clock put on rank 0's", "[timeli
   CHECK(by_name.at("early")["ts"].get<double>() == Approx(-1000.1));  // before the origin: negative
   CHECK(document.find("\"ts\":-1000.100") != std::string::npos);
 }
+
+TEST_CASE("timeline: a GPU's timestamps on the host's clock keep their order, drift included", "[timeline]") {
+  const int64_t epoch = 1'764'000'000'000'000'000;  // a device timer counting from 1970, as %globaltimer does
+  const ClockReading first{epoch, epoch - 5'000'000'000};          // the host's clock read 5 s since its boot
+  const ClockReading same = first;
+  const std::vector<int64_t> device = {epoch + 10, 0, epoch + 10, epoch + 11, epoch + 1'000'000};
+  CHECK(device_times_on_host(device, first, same) ==
+        std::vector<int64_t>{5'000'000'010, 0, 5'000'000'010, 5'000'000'011, 5'001'000'000});
+  // 2 us of drift over 10 s: halfway through, half of it.
+  const ClockReading last{epoch + 10'000'000'000, first.device_minus_host_ns + 2'000};
+  const auto host = device_times_on_host({epoch + 5'000'000'000, epoch + 10'000'000'000}, first, last);
+  CHECK(host[0] == 10'000'000'000 - 1'000);
+  CHECK(host[1] == 15'000'000'000 - 2'000);
+  std::vector<int64_t> dense;
+  for (int64_t t = 0; t < 20'000; t += 7) dense.push_back(epoch + 4'999'990'000 + t);
+  const ClockReading backwards{epoch + 10'000'000'000, first.device_minus_host_ns - 3'000'000};  // drift either way
+  for (const ClockReading& end : {last, backwards}) {
+    const auto mapped = device_times_on_host(dense, first, end);
+    for (size_t i = 1; i < mapped.size(); ++i) CHECK(mapped[i] >= mapped[i - 1]);
+  }
+}
