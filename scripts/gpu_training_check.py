@@ -14,7 +14,12 @@ writes it) or a .tgz of one. --train runs `train` (default build/train; on a bun
   across     a checkpoint written by the stopped GPU job resumes with device=cpu, and one written by a CPU
              job stopped the same way resumes with device=cuda (both finish and write their model);
   torchvision the GPU run's model.safetensors loads strictly into torchvision.models.resnet18(num_classes=10),
-             whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance.
+             whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance;
+  timeline   timeline_steps=11-20 with 1 rank and with 2 ranks on the one GPU (TRAIN_RANKS_SHARE_GPUS=1):
+             the files are valid trace JSON (tests/support/chrome_trace.py), each rank has the GPU's tracks
+             (compute stream steps, waits for input, forward/backward by layer group, the copy stream's
+             uploads, each bucket on the communication stream), the first bucket starts before backward ends,
+             and the summary adds up to the compute stream's step time within 5%.
 Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any failed.
 
 --device cpu runs the same checks with the CPU standing in for the GPU (a test of this script on a machine
@@ -35,6 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from stop_at_step import stop_at_step  # noqa: E402
+from chrome_trace import read_trace  # noqa: E402
 
 JOB = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "128", "processes_per_host": "1",
        "epochs": "4", "learning_rate": "0.2", "warmup_epochs": "0.5", "augmentation_type": "none", "seed": "5",
@@ -199,6 +205,61 @@ def check_torchvision(args, work, reference):
            f"{agree:.3f} (>= 0.95) on 64 images")
 
 
+def check_timeline(args, data, work, ranks):
+    """A GPU job's timeline: the device's own tracks, buckets under backward, a summary that adds up."""
+    name = f"timeline of a {ranks}-rank job on the {args.device} (steps 11-20)"
+    base = os.path.join(work, f"timeline-{ranks}")
+    make_job(base, data, dict(JOB, device=args.device, processes_per_host=str(ranks), max_steps="30",
+                              timeline_steps="11-20"))
+    saved = os.environ.get("TRAIN_RANKS_SHARE_GPUS")
+    os.environ["TRAIN_RANKS_SHARE_GPUS"] = "1"
+    try:
+        code, output = run_train(args.train, base, os.path.join(work, f"timeline-{ranks}.log"))
+    finally:
+        if saved is None:
+            del os.environ["TRAIN_RANKS_SHARE_GPUS"]
+        else:
+            os.environ["TRAIN_RANKS_SHARE_GPUS"] = saved
+    if code != 0:
+        return report(name, False, f"exit {code}: " + " / ".join(output.splitlines()[-5:]))
+    problems, details = [], []
+    try:
+        _, events = read_trace(os.path.join(base, "output", "data", "timeline", "timeline.json"))
+    except Exception as error:  # noqa: BLE001 - an invalid file is the failed check, reported
+        return report(name, False, f"timeline.json: {error}")
+    device = args.device == "cuda"
+    for rank in range(ranks):
+        spans = [e for e in events if e["ph"] == "X" and e["pid"] == rank]
+        names = {e["name"] for e in spans}
+        wanted = {"forward", "backward", "loss", "optimizer", "waiting for reductions", "backward layer1",
+                  "forward stem", "allreduce bucket 0"} | ({"waiting for input", "host-to-device copy"} if device else
+                                                           {"waiting for data"})
+        if wanted - names:
+            problems.append(f"rank {rank} lacks {sorted(wanted - names)}")
+        steps = sorted((e for e in spans if e["cat"] == "step"), key=lambda e: e["ts"])
+        backward = sorted((e for e in spans if e["name"] == "backward"), key=lambda e: e["ts"])
+        first = sorted((e for e in spans if e["tid"] == 100), key=lambda e: e["ts"])
+        if len(steps) != 10 or len(backward) != 10 or len(first) != 10:
+            problems.append(f"rank {rank}: {len(steps)} steps, {len(backward)} backward, {len(first)} bucket 0 spans")
+            continue
+        if not all(b["ts"] < bucket["ts"] < b["ts"] + b["dur"] for b, bucket in zip(backward, first)):
+            problems.append(f"rank {rank}: bucket 0 does not start inside backward")
+        pauses = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["cat"] == "pause"]
+
+        def unpaused(a, b):
+            return max(0, b - a) - sum(max(0, min(b, pe) - max(a, ps)) for ps, pe in pauses)
+
+        total = sum(unpaused(e["ts"], e["ts"] + e["dur"]) for e in steps)
+        counted = sum(unpaused(max(e["ts"], st["ts"]), min(e["ts"] + e["dur"], st["ts"] + st["dur"]))
+                      for st in steps for e in spans
+                      if e["cat"] in ("data_wait", "compute", "exposed_communication"))
+        if abs(total - counted) > total / 20:
+            problems.append(f"rank {rank}: counted {counted} of {total} us")
+        line = re.search(rf"timeline rank={rank} .*", output)
+        details.append(line.group(0) if line else f"rank {rank}: no summary line")
+    return report(name, not problems, "; ".join(problems + details))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
@@ -223,6 +284,8 @@ def main():
     except Exception as error:  # noqa: BLE001 - a missing PyTorch or file is a failed check, reported
         results.append(report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
                               repr(error)[:300]))
+    for ranks in (1, 2):
+        results.append(check_timeline(args, data, work, ranks))
     print(f"logs and jobs: {work}", flush=True)
     return 0 if all(results) else 1
 
