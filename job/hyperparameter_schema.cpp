@@ -1,5 +1,7 @@
 #include "job/hyperparameter_schema.h"
 
+#include "job/step_range.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -72,6 +74,10 @@ std::vector<HyperparameterSpec> build_schema() {
                "labels)"},
       {.name = "skip_corrupt", .type = T::boolean, .default_value = "false",
        .help = "skip corrupt records and undecodable images (counted, reported every epoch) instead of failing"},
+      {.name = "timeline_steps", .type = T::step_range, .default_note = "off",
+       .help = "record these steps of every rank as a Chrome trace (`output/data/timeline/`, opened by Perfetto) and "
+               "print each rank's share of waiting for data, computing and exposed communication; also "
+               "`TRAIN_TIMELINE`"},
       {.name = "device", .type = T::choice, .default_value = "auto", .choices = {"auto", "cuda", "cpu"},
        .help = "`auto` uses the GPUs when there are any"},
       {.name = "processes_per_host", .type = T::integer, .default_note = "one per GPU; 1 on a CPU host",
@@ -100,6 +106,7 @@ std::string type_name(const HyperparameterSpec& spec) {
     case T::mpi_arguments: return "string";
     case T::integer_list: return "int list";
     case T::image_shape: return "shape";
+    case T::step_range: return "step range";
   }
   return "?";
 }
@@ -152,6 +159,7 @@ std::string describe_expected(const HyperparameterSpec& spec) {
     case T::mpi_arguments: return "mpirun options written like a shell command line";
     case T::integer_list: return "a comma-separated list of increasing positive integers such as \"30,60,80\"";
     case T::image_shape: return "\"3,HEIGHT,WIDTH\" with HEIGHT and WIDTH from 16 to 4096, such as \"3,224,224\"";
+    case T::step_range: return describe_step_range_format();
   }
   return "?";
 }

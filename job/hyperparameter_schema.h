@@ -24,6 +24,7 @@ enum class HyperparameterType {
   mpi_arguments,  // text split like a shell command line (quotes, backslashes)
   integer_list,   // "30,60,80": positive, strictly increasing integers
   image_shape,    // "3,224,224": channels,height,width
+  step_range,     // "11-20": the first and last of a range of steps (job/step_range.h)
 };
 
 struct HyperparameterSpec {

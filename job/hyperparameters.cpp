@@ -4,6 +4,7 @@
 #include "common/json_file.h"
 #include "common/nearest_name.h"
 #include "job/platform_keys.h"
+#include "job/step_range.h"
 
 #include <fmt/format.h>
 
@@ -152,6 +153,14 @@ std::optional<HyperparameterValue> convert(const HyperparameterSpec& spec, const
         if ((*numbers)[i] < 16 || (*numbers)[i] > 4096) return std::nullopt;
       }
       return *numbers;
+    }
+    case T::step_range: {
+      // "11-20" is no JSON and stays text; "15" decodes to a number: one step.
+      const auto single = as_integer(numeric);
+      if (!single && !decoded.is_string()) return std::nullopt;
+      auto range = parse_step_range(single ? std::to_string(*single) : decoded.get_ref<const std::string&>());
+      if (!range) return std::nullopt;
+      return std::vector<int64_t>{range->first, range->last};
     }
   }
   return std::nullopt;

@@ -32,7 +32,7 @@ class Hyperparameters {
   double real(std::string_view name) const;
   bool boolean(std::string_view name) const;
   const std::string& text(std::string_view name) const;  // choice, text and mpi_arguments
-  const std::vector<int64_t>& integers(std::string_view name) const;  // integer_list and image_shape
+  const std::vector<int64_t>& integers(std::string_view name) const;  // integer_list, image_shape, step_range
 
   bool has(std::string_view name) const { return values_.count(std::string(name)) != 0; }
   // True when the job set it (directly or through an alias), false when it is a default.

@@ -45,6 +45,8 @@ ExportedTensors CpuEngine::export_momentum() { return train::export_momentum(mod
 // One step: forward and backward with each bucket's allreduce started as backward completes it, the wait
 // for the last bucket, then the optimizer over every parameter at once.
 void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
+  const bool marked = marking_ && cursor_.begin_step();
+  if (marked) mark(cursor_.layout().at(Mark::forward_begin));
   reducer_.begin_step();
   const auto result = model_.train_step(
       batch.images.data(), batch.labels.data(), batch.size, static_cast<float>(settings_.label_smoothing),
@@ -53,7 +55,12 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   reducer_.finish();
   totals_.reduction_wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - reduction_started).count();
+  if (marked) mark(cursor_.layout().at(Mark::reductions_done));
   ops::sgd_step<float>(sgd_tensors_, optimizer_options(settings_, learning_rate));
+  if (marked) {
+    mark(cursor_.layout().at(Mark::optimizer_end));
+    if (!cursor_.more()) stop_marking();
+  }
 
   totals_.loss += result.loss * batch.size;
   totals_.images += batch.size;
@@ -71,6 +78,46 @@ StepTotals CpuEngine::take_totals() {
   const StepTotals oldest = requested_.front();
   requested_.pop_front();
   return oldest;
+}
+
+// The host's clock at each mark: the model's passes mark their layer groups and ends, the reducer each
+// bucket's start and completion, train_step the rest.
+void CpuEngine::record_steps(int64_t steps) {
+  StepMarkLayout layout;
+  layout.buckets = model_.bucket_plan().buckets.size();
+  cursor_.start(layout, steps);
+  marks_.assign(static_cast<size_t>(std::max<int64_t>(0, steps)) * layout.per_step(), 0);
+  marking_ = steps > 0;
+  if (!marking_) return;
+  model_.set_pass_marks([this](Pass pass, int group) {
+    const StepMarkLayout& l = cursor_.layout();
+    if (pass == Pass::forward) {
+      mark(group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
+    } else {
+      mark(group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
+    }
+  });
+  reducer_.set_bucket_hooks(BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
+                                        [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
+}
+
+void CpuEngine::stop_marking() {
+  marking_ = false;
+  model_.set_pass_marks({});
+  reducer_.set_bucket_hooks({});
+}
+
+RecordedSteps CpuEngine::take_recorded_steps() {
+  stop_marking();
+  RecordedSteps recorded;
+  recorded.layout = cursor_.layout();
+  marks_.resize(cursor_.rows_begun() * recorded.layout.per_step());
+  recorded.marks = std::move(marks_);
+  marks_.clear();
+  for (size_t b = 0; b < recorded.layout.buckets; ++b) recorded.bucket_bytes.push_back(model_.bucket_plan().bytes(b));
+  recorded.clock = "the host's monotonic clock";
+  cursor_.start(recorded.layout, 0);
+  return recorded;
 }
 
 void CpuEngine::infer(const data::Batch& batch, float* logits) { model_.infer(batch.images.data(), batch.size, logits); }

@@ -2,6 +2,7 @@
 // on the calling thread (and the kernels' OpenMP threads), so every call has finished when it returns.
 #pragma once
 
+#include "common/monotonic_clock.h"
 #include "job/rank_environment.h"
 #include "runtime/comm/gradient_reducer_mpi.h"
 #include "runtime/engine.h"
@@ -38,8 +39,13 @@ class CpuEngine final : public Engine {
   void request_totals() override;
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
+  void record_steps(int64_t steps) override;
+  RecordedSteps take_recorded_steps() override;
 
  private:
+  void mark(size_t slot) { marks_[cursor_.index(slot)] = monotonic_ns(); }
+  void stop_marking();
+
   const TrainingSettings& settings_;
   float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
   CpuResNet<float> model_;
@@ -48,6 +54,11 @@ class CpuEngine final : public Engine {
   std::vector<ops::SgdTensor<float>> sgd_tensors_;
   StepTotals totals_;                  // since the last request
   std::deque<StepTotals> requested_;  // requested, not yet taken
+  // The timeline's marks: while cursor_ has steps to record, the model's passes and the reducer's buckets
+  // mark too (their hooks are set only then).
+  StepMarkCursor cursor_;
+  bool marking_ = false;
+  std::vector<int64_t> marks_;
 };
 
 }  // namespace train

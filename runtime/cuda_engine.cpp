@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -100,6 +101,8 @@ class CudaEngine final : public Engine {
   void request_totals() override;
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
+  void record_steps(int64_t steps) override;
+  RecordedSteps take_recorded_steps() override;
 
  private:
   static constexpr bool is_bf16 = !std::is_same_v<T, float>;
@@ -111,6 +114,12 @@ class CudaEngine final : public Engine {
   void reduce_once();            // one reduction of the (zero) gradients: NCCL's connections and buffers
   void enqueue_step(const data::Batch& batch, double learning_rate);
   void infer_into(const data::Batch& batch, float* logits);
+  // The timeline: a device timestamp of `slot` of the current step's row, in `stream`'s order.
+  void mark(cudaStream_t stream, size_t slot) {
+    cuda::record_device_time(stream, static_cast<unsigned long long*>(device_marks_.get()) + cursor_.index(slot));
+  }
+  void stop_marking();
+  void enqueue_marks_copy();  // the recorded rows to host_marks_, after the steps queued so far
 
   const TrainingSettings& settings_;
   std::chrono::milliseconds timeout_;
@@ -143,6 +152,19 @@ class CudaEngine final : public Engine {
   };
   std::deque<RequestedTotals> requested_;
   int next_totals_slot_ = 0;
+  // The timeline's marks (runtime/timeline/step_marks.h): device timestamps written in stream order into
+  // device_marks_, room for settings.timeline's steps taken when the engine is made (recording never
+  // allocates); copied to host_marks_ by the compute stream after the last recorded step, read an interval
+  // later; put on the host's clock by the probe's measurements at the start and the end of the recording.
+  StepMarkCursor cursor_;
+  bool marking_ = false, marks_copy_enqueued_ = false;
+  int64_t mark_capacity_ = 0;  // steps
+  size_t upload_bytes_ = 0;    // the last recorded step's batch
+  gpu::detail::DeviceMemory device_marks_;
+  PinnedMemory host_marks_;
+  Event marks_copied_, marks_zeroed_;
+  std::unique_ptr<cuda::DeviceClockProbe> clock_probe_;
+  std::optional<cuda::DeviceClockOffset> clock_at_start_;
 };
 
 template <typename T>
@@ -182,6 +204,17 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
   TRAIN_CUDA_CHECK(cudaMemsetAsync(reduction_wait_.get(), 0, sizeof(double), compute_.get()));
   host_totals_ = make_pinned(sizeof(double) * 4 * totals_slots);
   for (auto& event : totals_copied_) event = make_event();
+  if (settings.timeline) {
+    StepMarkLayout layout;
+    layout.buckets = model_.bucket_plan().buckets.size();
+    mark_capacity_ = settings.timeline->steps();
+    const size_t bytes = sizeof(unsigned long long) * static_cast<size_t>(mark_capacity_) * layout.per_step();
+    device_marks_ = make_device(bytes);
+    host_marks_ = make_pinned(bytes);
+    marks_copied_ = make_event();
+    marks_zeroed_ = make_event();
+    clock_probe_ = std::make_unique<cuda::DeviceClockProbe>();
+  }
   reduce_once();
 }
 
@@ -265,16 +298,26 @@ template <typename T>
 void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate) {
   const int64_t count = pixels(batch);
   const int slot = static_cast<int>(steps_ % 2);
+  const bool marked = marking_ && cursor_.begin_step();
+  const StepMarkLayout& layout = cursor_.layout();
   // The slot is free once the step two back has run (it read these buffers until its backward ended).
   std::memcpy(host_labels_[slot].get(), batch.labels.data(), sizeof(std::int32_t) * static_cast<size_t>(batch.size));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), consumed_[slot].get(), 0));
+  if (marked) mark(copy_.get(), layout.at(Mark::upload_begin));
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[slot].get(), batch.images.data(), sizeof(float) * static_cast<size_t>(count),
                                    cudaMemcpyHostToDevice, copy_.get()));
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[slot].get(), host_labels_[slot].get(),
                                    sizeof(std::int32_t) * static_cast<size_t>(batch.size), cudaMemcpyHostToDevice,
                                    copy_.get()));
+  if (marked) {
+    mark(copy_.get(), layout.at(Mark::upload_end));
+    upload_bytes_ = sizeof(float) * static_cast<size_t>(count) + sizeof(std::int32_t) * static_cast<size_t>(batch.size);
+  }
   TRAIN_CUDA_CHECK(cudaEventRecord(uploaded_[slot].get(), copy_.get()));
+  // Before its wait for the upload: the stream reaches the step once it is done with what came before.
+  if (marked) mark(compute_.get(), layout.at(Mark::compute_begin));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), uploaded_[slot].get(), 0));
+  if (marked) mark(compute_.get(), layout.at(Mark::forward_begin));
 
   reducer_.begin_step();
   model_.train_step(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()), batch.size,
@@ -286,8 +329,16 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   cuda::record_device_time(compute_.get(), clock);
   cuda::record_device_time(reducer_.communication_stream(), clock + 1);
   reducer_.finish();
+  if (marked) mark(compute_.get(), layout.at(Mark::reductions_done));
   cuda::add_elapsed_seconds(compute_.get(), clock, clock + 1, static_cast<double*>(reduction_wait_.get()));
   model_.sgd_step(optimizer_options(settings_, learning_rate));
+  if (marked) {
+    mark(compute_.get(), layout.at(Mark::optimizer_end));
+    if (!cursor_.more()) {
+      stop_marking();
+      enqueue_marks_copy();
+    }
+  }
   TRAIN_CUDA_CHECK(cudaEventRecord(consumed_[slot].get(), compute_.get()));
   ++steps_;
   ++steps_since_totals_;
@@ -321,6 +372,99 @@ StepTotals CudaEngine<T>::take_totals() {
   StepTotals result{host[0], host[1], host[2], oldest.steps};
   result.reduction_wait_seconds = host[3];
   return result;
+}
+
+// Device timestamps at each mark (runtime/timeline/step_marks.h), on the stream doing the work: the model's
+// passes mark their layer groups on the compute stream, the reducer each bucket's start and end on the
+// communication stream, enqueue_step the upload on the copy stream and the rest on the compute stream.
+template <typename T>
+void CudaEngine<T>::record_steps(int64_t steps) {
+  if (steps > mark_capacity_) {
+    throw std::logic_error(fmt::format("CudaEngine: {} steps to record, room for {}", steps, mark_capacity_));
+  }
+  StepMarkLayout layout;
+  layout.buckets = model_.bucket_plan().buckets.size();
+  cursor_.start(layout, steps);
+  marks_copy_enqueued_ = false;
+  marking_ = steps > 0;
+  if (!marking_) return;
+  // Zeroed in the copy stream's order, which every mark of the coming steps follows: the copy stream's own,
+  // the compute stream's (it waits for the zeroing below, then for each upload), the communication
+  // stream's (it waits for the compute stream).
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(device_marks_.get(), 0,
+                                   sizeof(unsigned long long) * static_cast<size_t>(steps) * layout.per_step(),
+                                   copy_.get()));
+  // The compute stream's first mark (compute_begin) comes before its wait for the upload: it waits here.
+  TRAIN_CUDA_CHECK(cudaEventRecord(marks_zeroed_.get(), copy_.get()));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
+  clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
+  model_.set_pass_marks([this](Pass pass, int group) {
+    const StepMarkLayout& l = cursor_.layout();
+    if (pass == Pass::forward) {
+      mark(compute_.get(), group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
+    } else {
+      mark(compute_.get(), group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
+    }
+  });
+  reducer_.set_bucket_hooks(BucketHooks{
+      [this](size_t bucket, size_t) { mark(reducer_.communication_stream(), cursor_.layout().bucket_start(bucket)); },
+      [this](size_t bucket, size_t) { mark(reducer_.communication_stream(), cursor_.layout().bucket_end(bucket)); }});
+}
+
+template <typename T>
+void CudaEngine<T>::stop_marking() {
+  marking_ = false;
+  model_.set_pass_marks({});
+  reducer_.set_bucket_hooks({});
+}
+
+// After every recorded step's work on the compute stream, which has by then waited for the copy stream's
+// and the communication stream's marks of those steps (the uploads' and the reductions' events).
+template <typename T>
+void CudaEngine<T>::enqueue_marks_copy() {
+  const size_t bytes = sizeof(unsigned long long) * cursor_.rows_begun() * cursor_.layout().per_step();
+  if (bytes > 0) {
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host_marks_.get(), device_marks_.get(), bytes, cudaMemcpyDeviceToHost,
+                                     compute_.get()));
+  }
+  TRAIN_CUDA_CHECK(cudaEventRecord(marks_copied_.get(), compute_.get()));
+  marks_copy_enqueued_ = true;
+}
+
+// The device's times on the host's clock: device - host measured at the start and at the end of the
+// recording, interpolated between them by device time (the two clocks may drift apart).
+template <typename T>
+RecordedSteps CudaEngine<T>::take_recorded_steps() {
+  RecordedSteps recorded;
+  recorded.device = true;
+  recorded.layout = cursor_.layout();
+  for (size_t b = 0; b < recorded.layout.buckets; ++b) recorded.bucket_bytes.push_back(model_.bucket_plan().bytes(b));
+  recorded.upload_bytes = upload_bytes_;
+  const size_t rows = cursor_.rows_begun();
+  if (marking_) stop_marking();
+  if (rows == 0 || mark_capacity_ == 0) return recorded;
+  if (!marks_copy_enqueued_) enqueue_marks_copy();  // training ended inside the range
+  wait_for(marks_copied_.get(), "the timeline's marks of the recorded steps");
+  const std::optional<cuda::DeviceClockOffset> at_end = clock_probe_->measure(16, std::chrono::milliseconds(1000));
+  cursor_.start(recorded.layout, 0);
+  if (!clock_at_start_ && !at_end) {
+    recorded.clock = "none: the GPU's clock could not be measured against the host's, so its marks are left out";
+    return recorded;
+  }
+  const cuda::DeviceClockOffset first = clock_at_start_ ? *clock_at_start_ : *at_end;
+  const cuda::DeviceClockOffset last = at_end ? *at_end : *clock_at_start_;
+  const auto* device_marks = static_cast<const unsigned long long*>(host_marks_.get());
+  std::vector<int64_t> device(rows * recorded.layout.per_step());
+  for (size_t i = 0; i < device.size(); ++i) device[i] = static_cast<int64_t>(device_marks[i]);
+  recorded.marks = device_times_on_host(device, ClockReading{first.device_ns, first.device_minus_host_ns},
+                                        ClockReading{last.device_ns, last.device_minus_host_ns});
+  recorded.clock = fmt::format("device timestamps (%globaltimer) on the host's clock, offset measured {} and {} "
+                               "(uncertainty {} ns and {} ns)",
+                               clock_at_start_ ? "at the start" : "-", at_end ? "at the end" : "-",
+                               clock_at_start_ ? clock_at_start_->uncertainty_ns : -1,
+                               at_end ? at_end->uncertainty_ns : -1);
+  clock_at_start_.reset();
+  return recorded;
 }
 
 template <typename T>

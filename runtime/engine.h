@@ -20,6 +20,7 @@
 #include "runtime/model/resnet_plan.h"
 #include "runtime/model/resnet_spec.h"
 #include "runtime/model_io/tensor.h"
+#include "runtime/timeline/step_marks.h"
 #include "runtime/training_settings.h"
 
 #include <cstdint>
@@ -86,6 +87,15 @@ class Engine {
   // The sums of the oldest stretch requested and not yet taken (waits for its steps); with none requested,
   // requests one first: the sums of every step since the last request.
   virtual StepTotals take_totals() = 0;
+
+  // ---- the timeline (runtime/timeline/) -------------------------------------------------------------------
+  // Marks the moments of the next `steps` train_step calls (runtime/timeline/step_marks.h): on the CPU from
+  // the host's clock, on the GPU by device timestamps on its streams (enqueues; never waits). At most as
+  // many steps as settings.timeline asked for when the engine was made.
+  virtual void record_steps(int64_t steps) = 0;
+  // The marks of the steps recorded so far, on this host's monotonic clock, and the end of the recording.
+  // Waits for their work: call it well after the last one (an interval later), when that has long run.
+  virtual RecordedSteps take_recorded_steps() = 0;
 
   // ---- inference (waits) ---------------------------------------------------------------------------------
   // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.

@@ -5,6 +5,7 @@
 #include "common/environment_map.h"
 #include "common/log.h"
 #include "common/train_variables.h"
+#include "common/monotonic_clock.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/replica_check.h"
 #include "runtime/data/data_error.h"
@@ -54,8 +55,10 @@ int Trainer::run() {
   if (settings_.weights_dir) load_initial_weights();
   resume_if_checkpointed();
   open_sample_log();
+  if (settings_.timeline) timeline_ = std::make_unique<Timeline>(settings_, identity_, comm_, collective_timeout());
 
-  std::unique_ptr<data::BatchLoader> loader = data_->open_training(resume_position_);
+  std::unique_ptr<data::BatchLoader> loader =
+      data_->open_training(resume_position_, timeline_ ? timeline_->loader_observer() : nullptr);
   steps_per_epoch_ = std::max<int64_t>(1, loader->batches_per_epoch());
   total_steps_ = settings_.epochs * steps_per_epoch_;
   if (settings_.max_steps > 0) total_steps_ = std::min(total_steps_, settings_.max_steps);
@@ -64,6 +67,7 @@ int Trainer::run() {
   open_reports();
   start_ = clock::now();
   steps_at_start_ = interval_first_step_ = step_;
+  if (timeline_) timeline_->start(step_, total_steps_, *engine_);
   return settings_.pipe ? run_pipe(*loader) : run_epochs(*loader);
 }
 
@@ -173,7 +177,11 @@ bool Trainer::next_batch(data::BatchLoader& loader, data::Batch& batch) {
 bool Trainer::next_training_batch(data::BatchLoader& loader, data::Batch& batch) {
   const auto started = clock::now();
   const bool got = next_batch(loader, batch);
-  interval_data_wait_ += std::chrono::duration<double>(clock::now() - started).count();
+  const auto arrived = clock::now();
+  interval_data_wait_ += std::chrono::duration<double>(arrived - started).count();
+  if (timeline_ && got) {
+    timeline_->batch_arrived(batch, monotonic_ns(started), monotonic_ns(arrived));
+  }
   return got;
 }
 
@@ -203,16 +211,23 @@ void Trainer::collect_totals(double* reduction_wait) {
 bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   if (sample_log_) log_samples(batch, padding);
   last_learning_rate_ = schedule_.at(step_);
-  engine_->train_step(batch, last_learning_rate_);
+  {
+    const TimelineSpan span(timeline_.get(), "train_step", TraceCategory::detail);
+    engine_->train_step(batch, last_learning_rate_);
+  }
   ++step_;
   // Every rank votes after every step, so all stop at the same one.
   int stop = stop_requested() ? 1 : 0;
   const auto vote_started = clock::now();
-  bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+  {
+    const TimelineSpan span(timeline_.get(), "stop vote", TraceCategory::exposed_communication);
+    bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+  }
   // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
   // collective's algorithm and the rank's place in it): it counts as waiting for the others.
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - vote_started).count();
   if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
+  if (timeline_) timeline_->steps_done(step_, *engine_);
   return stop > 0;
 }
 
@@ -222,6 +237,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
 // computed them and goes on with this step while they are read, where asking for this step's own would
 // leave it idle after every logged step.
 void Trainer::log_progress(int64_t epoch) {
+  const TimelineSpan span(timeline_.get(), "log line", TraceCategory::detail);
   engine_->request_totals();
   const double trained = training_seconds();
   const auto now = clock::now();
@@ -238,6 +254,7 @@ void Trainer::log_progress(int64_t epoch) {
   interval_first_step_ = step_;
   flush_progress();
   pending_line_ = line;
+  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
 }
 
 // The pending log line, if any: printed now (collective).
@@ -270,6 +287,7 @@ void Trainer::print_progress(const ProgressLine& line) {
 // The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal).
 int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
   flush_progress();
+  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
   save_checkpoint(next, "stop request");
   write_summary("stopped");
   if (identity_.rank == 0) {
@@ -281,6 +299,7 @@ int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
 
 // After the last step: every rank must hold the same parameters, then rank 0 writes the model.
 int Trainer::finish_training() {
+  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
   const std::vector<float> parameters = engine_->parameters();
   check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
   write_model();
@@ -296,11 +315,17 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
   epoch_.seconds = training_seconds() - epoch_start_seconds_;
   const auto paused_at = clock::now();  // the training clock stops for validation and checkpoints
   if (settings_.skip_corrupt) report_corrupt(epoch);
-  const std::optional<Validation> validation = validate(epoch);
+  std::optional<Validation> validation;
+  {
+    const TimelineSpan span(timeline_.get(), "validation", TraceCategory::pause);
+    validation = validate(epoch);
+  }
   report_epoch(epoch, validation, complete);
   if (complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
+    const TimelineSpan span(timeline_.get(), "checkpoint", TraceCategory::pause);
     save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
   }
+  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
   paused_seconds_ += std::chrono::duration<double>(clock::now() - paused_at).count();
   epoch_ = TrainingSums{};
   epoch_start_seconds_ = training_seconds();

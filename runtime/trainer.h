@@ -11,6 +11,7 @@
 #include "runtime/metrics_summary.h"
 #include "runtime/rank_timing.h"
 #include "runtime/tensorboard_writer.h"
+#include "runtime/timeline/timeline.h"
 #include "runtime/training_data.h"
 #include "runtime/training_settings.h"
 
@@ -109,6 +110,7 @@ class Trainer {
   std::optional<StragglerWatch> stragglers_;
   std::optional<MetricsSummary> summary_;            // rank 0
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0; null when its folder cannot be written
+  std::unique_ptr<Timeline> timeline_;              // timeline_steps / TRAIN_TIMELINE; null when off
 };
 
 }  // namespace train

@@ -190,8 +190,10 @@ int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
   return static_cast<int>(highest + 1);
 }
 
-std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataPosition& start) {
+std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataPosition& start,
+                                                             std::shared_ptr<data::LoaderObserver> observer) {
   data::LoaderOptions options;
+  options.observer = std::move(observer);
   options.batch_size = settings_.batch_per_rank;
   options.threads = std::max(1, settings_.threads);
   options.prefetch_batches = 2;

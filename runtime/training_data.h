@@ -34,7 +34,9 @@ class TrainingData {
 
   // This rank's training batches from `start` (a checkpoint's position) to the end of the last epoch.
   // Collective. In Pipe mode the host's first rank starts the FIFO reader here.
-  std::unique_ptr<data::BatchLoader> open_training(const data::DataPosition& start);
+  // `observer`: the timeline's, or null (runtime/data/loader_timing.h).
+  std::unique_ptr<data::BatchLoader> open_training(const data::DataPosition& start,
+                                                   std::shared_ptr<data::LoaderObserver> observer = nullptr);
   // One pass over this rank's share of the validation channel (null when the job has none).
   std::unique_ptr<data::BatchLoader> open_validation() const;
   int64_t validation_samples() const;  // the whole channel's

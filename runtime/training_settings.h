@@ -5,6 +5,7 @@
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
+#include "job/step_range.h"
 #include "kernels/ops.h"
 #include "runtime/data/data_channel.h"
 #include "runtime/data/transform.h"
@@ -71,6 +72,9 @@ struct TrainingSettings {
   std::filesystem::path model_dir, checkpoint_dir;
   std::filesystem::path tensorboard_dir;  // TensorBoard event files (rank 0)
   std::filesystem::path metrics_file;     // metrics.json (rank 0)
+  // timeline_steps or TRAIN_TIMELINE: the steps every rank records as a trace into timeline_dir.
+  std::optional<StepRange> timeline;
+  std::filesystem::path timeline_dir;
   std::string host;                       // this rank's host, for the per-rank timing lines
   int threads = 1;  // compute threads of this rank
   int local_rank = 0;  // this rank's GPU, on a CUDA device
@@ -82,6 +86,10 @@ struct TrainingSettings {
     return fast_path ? GradientMemory::shared_by_lifetime : GradientMemory::per_activation;
   }
 };
+
+// The timeline's steps: hyperparameter timeline_steps and environment variable TRAIN_TIMELINE (which must
+// agree when both are set). Throws ConfigError for a malformed variable or two different ranges.
+std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, const EnvironmentMap& environment);
 
 // Throws ConfigError for what the job asks but this build cannot do (with what to do instead).
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);

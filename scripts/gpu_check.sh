@@ -21,8 +21,8 @@
 #             whole training step of ResNet-50/18 against the CPU model), and gpu_step_check again with
 #             TRAIN_FAST_PATH=1
 #   nccl      gpu_nccl_check with 1, 2 and 3 ranks (ranks beyond the GPUs share them, each its own NCCL host
-#             id: the socket transport), and two ranks of `train` on one GPU against two CPU ranks
-#             (gpu_training_check.py two-ranks)
+#             id: the socket transport), two ranks of `train` on one GPU against two CPU ranks, and the
+#             timeline of a 1-rank and a 2-rank job on the GPU (gpu_training_check.py two-ranks,timeline)
 #   train     `train` with device=cuda on Fashion-MNIST against device=cpu, SIGTERM and resume bit-identical,
 #             checkpoints across devices, the model file in torchvision, TRAIN_FAST_PATH=1 byte for byte
 #             (gpu_training_check.py)
@@ -38,7 +38,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 groups=(model nccl train sanitize bench)
 declare -A purpose=(
   [model]="every CUDA op and a whole training step against the CPU model (reference and fast path)"
-  [nccl]="the NCCL gradient buckets with 1-3 ranks, and two train ranks on one GPU against two CPU ranks"
+  [nccl]="the NCCL gradient buckets with 1-3 ranks, two train ranks on one GPU against two CPU ranks, timelines"
   [train]="train with device=cuda: accuracy vs CPU, resume, checkpoints across devices, torchvision, fast path"
   [sanitize]="compute-sanitizer memcheck, racecheck, synccheck: the step check and a 5-step train job"
   [bench]="img/s and memory at batch 64/128/256 against PyTorch eager and torch.compile"
@@ -176,8 +176,8 @@ case "$group" in
         "$(program mpirun) --oversubscribe --bind-to none -np $ranks $(inner gpu_nccl_check)"
     done
     ensure_data && {
-      check "two train ranks on one GPU vs two CPU ranks (gpu_training_check.py two-ranks)" two_ranks.log \
-        "$(training) --checks two-ranks --work $logdir/two-ranks"
+      check "two train ranks on one GPU vs two CPU ranks, and timelines (gpu_training_check.py two-ranks,timeline)" \
+        two_ranks.log "$(training) --checks two-ranks,timeline --work $logdir/two-ranks"
       training_rows two_ranks.log
     }
     ;;

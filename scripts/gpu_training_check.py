@@ -24,6 +24,11 @@ writes it) or a .tgz of one. --train runs `train` (default build/train; on a bun
               rank, the averaged gradient of the first step (the momentum buffer of a one-step job's
               checkpoint) within fp32 tolerance, a twelve-step job's losses, checkpoint (state and tensors)
               and per-rank timing lines. When NCCL refuses, the check fails with what NCCL said.
+  timeline    timeline_steps=11-20 with 1 rank and with 2 ranks on the one GPU (TRAIN_RANKS_SHARE_GPUS=1):
+              the files are valid trace JSON (tests/support/chrome_trace.py), each rank has the GPU's tracks
+              (compute stream steps, waits for input, forward/backward by layer group, the copy stream's
+              uploads, each bucket on the communication stream), the first bucket starts before backward ends,
+              and the summary adds up to the compute stream's step time within 5%.
 (default: all of them). Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any
 failed.
 
@@ -46,6 +51,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from stop_at_step import stop_at_step  # noqa: E402
+from chrome_trace import read_trace  # noqa: E402
 
 JOB = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "128", "processes_per_host": "1",
        "epochs": "4", "learning_rate": "0.2", "warmup_epochs": "0.5", "augmentation_type": "none", "seed": "5",
@@ -365,7 +371,53 @@ def check_two_ranks(args, data, work):
                   "; ".join(details))
 
 
-CHECKS = ("accuracy", "resume", "across", "torchvision", "fast", "two-ranks")
+CHECKS = ("accuracy", "resume", "across", "torchvision", "fast", "two-ranks", "timeline")
+def check_timeline(args, data, work, ranks):
+    """A GPU job's timeline: the device's own tracks, buckets under backward, a summary that adds up."""
+    name = f"timeline of a {ranks}-rank job on the {args.device} (steps 11-20)"
+    base = os.path.join(work, f"timeline-{ranks}")
+    make_job(base, data, dict(JOB, device=args.device, processes_per_host=str(ranks), max_steps="30",
+                              timeline_steps="11-20"))
+    code, output = run_train(args.train, base, os.path.join(work, f"timeline-{ranks}.log"),
+                             env={"TRAIN_RANKS_SHARE_GPUS": "1"})
+    if code != 0:
+        return report(name, False, f"exit {code}: " + " / ".join(output.splitlines()[-5:]))
+    problems, details = [], []
+    try:
+        _, events = read_trace(os.path.join(base, "output", "data", "timeline", "timeline.json"))
+    except Exception as error:  # noqa: BLE001 - an invalid file is the failed check, reported
+        return report(name, False, f"timeline.json: {error}")
+    device = args.device == "cuda"
+    for rank in range(ranks):
+        spans = [e for e in events if e["ph"] == "X" and e["pid"] == rank]
+        names = {e["name"] for e in spans}
+        wanted = {"forward", "backward", "loss", "optimizer", "waiting for reductions", "backward layer1",
+                  "forward stem", "allreduce bucket 0"} | ({"waiting for input", "host-to-device copy"} if device else
+                                                           {"waiting for data"})
+        if wanted - names:
+            problems.append(f"rank {rank} lacks {sorted(wanted - names)}")
+        steps = sorted((e for e in spans if e["cat"] == "step"), key=lambda e: e["ts"])
+        backward = sorted((e for e in spans if e["name"] == "backward"), key=lambda e: e["ts"])
+        first = sorted((e for e in spans if e["tid"] == 100), key=lambda e: e["ts"])
+        if len(steps) != 10 or len(backward) != 10 or len(first) != 10:
+            problems.append(f"rank {rank}: {len(steps)} steps, {len(backward)} backward, {len(first)} bucket 0 spans")
+            continue
+        if not all(b["ts"] < bucket["ts"] < b["ts"] + b["dur"] for b, bucket in zip(backward, first)):
+            problems.append(f"rank {rank}: bucket 0 does not start inside backward")
+        pauses = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["cat"] == "pause"]
+
+        def unpaused(a, b):
+            return max(0, b - a) - sum(max(0, min(b, pe) - max(a, ps)) for ps, pe in pauses)
+
+        total = sum(unpaused(e["ts"], e["ts"] + e["dur"]) for e in steps)
+        counted = sum(unpaused(max(e["ts"], st["ts"]), min(e["ts"] + e["dur"], st["ts"] + st["dur"]))
+                      for st in steps for e in spans
+                      if e["cat"] in ("data_wait", "compute", "exposed_communication"))
+        if abs(total - counted) > total / 20:
+            problems.append(f"rank {rank}: counted {counted} of {total} us")
+        line = re.search(rf"timeline rank={rank} .*", output)
+        details.append(line.group(0) if line else f"rank {rank}: no summary line")
+    return report(name, not problems, "; ".join(problems + details))
 
 
 def main():
@@ -416,6 +468,9 @@ def main():
         results.append(check_fast_path(args, data, work))
     if "two-ranks" in checks:
         results.append(check_two_ranks(args, data, work))
+    if "timeline" in checks:
+        for ranks in (1, 2):
+            results.append(check_timeline(args, data, work, ranks))
     print(f"logs and jobs: {work}", flush=True)
     return 0 if all(results) else 1
 

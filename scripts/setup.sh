@@ -19,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer targets
   python3                             # launch tests drive the real binary from Python's unittest
   python3-torch python3-torchvision   # tests/python: model files must load in torchvision (and PyTorch parity)
+  python3-matplotlib                  # scripts/timeline_png.py: a timeline drawn as a PNG (tests/training/test_timeline.py)
   procps util-linux iproute2          # ps/pgrep, unshare (PID-1 tests), ip
   openssh-server openssh-client       # sshd and ssh between hosts of multi-host jobs (scripts/simcluster.py)
   podman runc netavark aardvark-dns iptables debootstrap  # tests/container: build and run the image (no Docker, no registry)

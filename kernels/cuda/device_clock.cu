@@ -30,4 +30,49 @@ void add_elapsed_seconds(cudaStream_t stream, const unsigned long long* from, co
   TRAIN_CUDA_CHECK_LAUNCH();
 }
 
+DeviceClockProbe::DeviceClockProbe() {
+  TRAIN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(unsigned long long), cudaHostAllocMapped));
+  TRAIN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0));
+  int least = 0, greatest = 0;
+  TRAIN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  TRAIN_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+}
+
+DeviceClockProbe::~DeviceClockProbe() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (host_ != nullptr && !abandoned_) cudaFreeHost(host_);
+}
+
+std::optional<DeviceClockOffset> DeviceClockProbe::measure(int samples, std::chrono::milliseconds timeout) {
+  using clock = std::chrono::steady_clock;
+  auto nanoseconds = [](clock::time_point t) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
+  std::optional<DeviceClockOffset> best;
+  volatile unsigned long long* word = host_;
+  for (int i = 0; i < samples && !abandoned_; ++i) {
+    *word = 0;
+    const clock::time_point sent = clock::now();
+    write_global_timer<<<1, 1, 0, stream_>>>(device_);
+    TRAIN_CUDA_CHECK_LAUNCH();
+    unsigned long long device_time = 0;
+    while ((device_time = *word) == 0) {
+      if (clock::now() - sent > timeout) {
+        abandoned_ = true;  // the kernel may still come: the word stays allocated
+        break;
+      }
+    }
+    if (device_time == 0) break;
+    const clock::time_point seen = clock::now();
+    const long long round_trip = nanoseconds(seen) - nanoseconds(sent);
+    if (!best || round_trip / 2 < best->uncertainty_ns) {
+      best = DeviceClockOffset{static_cast<long long>(device_time),
+                               static_cast<long long>(device_time) - (nanoseconds(sent) + round_trip / 2),
+                               round_trip / 2};
+    }
+  }
+  if (!abandoned_) TRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));  // its last kernel has written: it is done
+  return best;
+}
+
 }  // namespace train::ops::cuda

@@ -36,6 +36,8 @@ struct BucketPlan {
   std::vector<Bucket> buckets;          // in the order they complete (reverse forward)
   size_t total_elements = 0;            // the buffer's size, padding included
   size_t element_bytes = 4;             // of the elements the reduction sends (what the thresholds count)
+  // The bytes bucket `b`'s reduction sends.
+  size_t bytes(size_t b) const { return (buckets[b].end - buckets[b].begin) * element_bytes; }
 };
 
 // `tensor_elements` in forward order. A bucket holds at most `threshold_bytes` (the first one

@@ -13,6 +13,7 @@ MpiGradientReducer::MpiGradientReducer(MPI_Comm comm, BucketPlan plan, float* gr
     : comm_(comm), plan_(std::move(plan)), gradients_(gradients), timeout_(timeout) {
   requests_.assign(plan_.buckets.size(), MPI_REQUEST_NULL);
   started_.assign(plan_.buckets.size(), false);
+  completed_.assign(plan_.buckets.size(), 0);
   begin_step();
 }
 
@@ -36,15 +37,32 @@ void MpiGradientReducer::tensor_ready(int tensor) {
   const int bucket = plan_.bucket_of_tensor.at(static_cast<size_t>(tensor));
   if (--waiting_for_[static_cast<size_t>(bucket)] != 0) return;
   const auto& range = plan_.buckets[static_cast<size_t>(bucket)];
+  if (hooks_) hooks_.started(static_cast<size_t>(bucket), plan_.bytes(static_cast<size_t>(bucket)));
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, gradients_ + range.begin, static_cast<int>(range.end - range.begin),
                            MPI_FLOAT, MPI_SUM, comm_, &requests_[static_cast<size_t>(bucket)]));
   started_[static_cast<size_t>(bucket)] = true;
 }
 
-void MpiGradientReducer::progress() {
-  int all_done = 0;
-  MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE));
+// MPI_Testsome rather than MPI_Testall: it frees each request as it completes, so the hooks learn when each
+// bucket did; it progresses the others just the same.
+bool MpiGradientReducer::test_requests() {
+  int count = 0;
+  MPI_CHECK(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, completed_.data(),
+                         MPI_STATUSES_IGNORE));
+  if (count == MPI_UNDEFINED) return true;  // none was in flight
+  if (hooks_) {
+    for (int i = 0; i < count; ++i) {
+      const auto bucket = static_cast<size_t>(completed_[static_cast<size_t>(i)]);
+      hooks_.finished(bucket, plan_.bytes(bucket));
+    }
+  }
+  for (auto request : requests_) {
+    if (request != MPI_REQUEST_NULL) return false;
+  }
+  return true;
 }
+
+void MpiGradientReducer::progress() { test_requests(); }
 
 void MpiGradientReducer::finish() {
   for (size_t b = 0; b < started_.size(); ++b) {
@@ -56,10 +74,7 @@ void MpiGradientReducer::finish() {
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
-    int all_done = 0;
-    MPI_CHECK(
-        MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE));
-    if (all_done) return;
+    if (test_requests()) return;
     if (std::chrono::steady_clock::now() > deadline) {
       size_t pending = 0;
       for (auto request : requests_) pending += request != MPI_REQUEST_NULL ? 1 : 0;

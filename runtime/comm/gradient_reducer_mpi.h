@@ -3,6 +3,7 @@
 // once at the start of backward), so the sum is the average: no separate averaging pass.
 #pragma once
 
+#include "runtime/comm/bucket_hooks.h"
 #include "runtime/comm/gradient_buckets.h"
 
 #include <mpi.h>
@@ -31,8 +32,13 @@ class MpiGradientReducer {
   void finish();
 
   const BucketPlan& plan() const { return plan_; }
+  // The timeline's hooks (runtime/comm/bucket_hooks.h); empty hooks turn them off.
+  void set_bucket_hooks(BucketHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
+  // Tests every request in flight; true when none is left. Tells the hooks of each one that completed.
+  bool test_requests();
+
   MPI_Comm comm_;
   BucketPlan plan_;
   float* gradients_;
@@ -40,6 +46,8 @@ class MpiGradientReducer {
   std::vector<int> waiting_for_;       // tensors still missing per bucket
   std::vector<MPI_Request> requests_;  // per bucket; MPI_REQUEST_NULL when not started or done
   std::vector<bool> started_;
+  std::vector<int> completed_;  // MPI_Testsome's indices
+  BucketHooks hooks_;
 };
 
 }  // namespace train

@@ -70,6 +70,7 @@ void NcclGradientReducer::start_bucket(size_t bucket) {
   if (prepare_) prepare_(b.begin, b.end);
   TRAIN_CUDA_CHECK(cudaEventRecord(ready_[bucket], compute_));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_[bucket], 0));
+  if (hooks_) hooks_.started(bucket, plan_.bytes(bucket));
   char* data = gradients_ + b.begin * element_bytes_;
   const ncclResult_t result = ncclAllReduce(data, data, b.end - b.begin, type_, op_, comm_.get(), comm_stream_);
   if (result == ncclInProgress) {
@@ -77,6 +78,7 @@ void NcclGradientReducer::start_bucket(size_t bucket) {
   } else if (result != ncclSuccess) {
     throw_nccl_error(result, "ncclAllReduce (gradient bucket)", __FILE__, __LINE__);
   }
+  if (hooks_) hooks_.finished(bucket, plan_.bytes(bucket));
   started_[bucket] = true;
 }
 

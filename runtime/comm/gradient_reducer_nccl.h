@@ -7,6 +7,7 @@
 // compute stream sees averaged gradients. Nothing here waits on the host inside a step.
 #pragma once
 
+#include "runtime/comm/bucket_hooks.h"
 #include "runtime/comm/gradient_buckets.h"
 #include "runtime/comm/nccl_communicator.h"
 
@@ -45,6 +46,9 @@ class NcclGradientReducer {
 
   const BucketPlan& plan() const { return plan_; }
   cudaStream_t communication_stream() const { return comm_stream_; }
+  // The timeline's hooks (runtime/comm/bucket_hooks.h: called while enqueueing, in stream order on
+  // communication_stream()); empty hooks turn them off.
+  void set_bucket_hooks(BucketHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
   void start_bucket(size_t bucket);
@@ -62,6 +66,7 @@ class NcclGradientReducer {
   cudaEvent_t reduced_ = nullptr;   // every bucket reduced (communication stream)
   std::vector<int> waiting_for_;
   std::vector<bool> started_;
+  BucketHooks hooks_;
 };
 
 }  // namespace train::gpu

@@ -303,9 +303,50 @@ std::shared_ptr<const std::vector<int64_t>> BatchLoader::Core::shard_for(int64_t
   return shard_;
 }
 
+namespace {
+
+// A decoding thread's piece of a batch's work while the observer times it (loader_timing.h): opened by the
+// thread's first timed sample of a batch, handed to the observer when the thread can get no more samples of
+// that batch (all are dispatched), moves on to another batch, or waits.
+class PieceOfWork {
+ public:
+  PieceOfWork(LoaderObserver* observer, int thread) : observer_(observer) { piece_.thread = thread; }
+  bool timing() const { return observer_ != nullptr && observer_->active(); }
+  void add(int64_t sequence, const DataPosition& batch, int64_t begin_ns, int64_t end_ns,
+           const SampleStageTimes& stages) {
+    if (open_ && sequence != sequence_) hand_over();
+    if (!open_) {
+      open_ = true;
+      sequence_ = sequence;
+      piece_.epoch = batch.epoch;
+      piece_.index = batch.index;
+      piece_.samples = 0;
+      piece_.begin_ns = begin_ns;
+      piece_.stages = SampleStageTimes{};
+    }
+    ++piece_.samples;
+    piece_.end_ns = end_ns;
+    for (int s = 0; s < sample_stages; ++s) piece_.stages.nanoseconds[s] += stages.nanoseconds[s];
+  }
+  void hand_over() {
+    if (!open_) return;
+    open_ = false;
+    observer_->loaded(piece_);
+  }
+
+ private:
+  LoaderObserver* observer_;
+  LoadedPiece piece_;
+  bool open_ = false;
+  int64_t sequence_ = -1;
+};
+
+}  // namespace
+
 void BatchLoader::Core::work(int worker) {
   SampleScratch scratch;
   const size_t image_floats = static_cast<size_t>(height_) * width_ * 3;
+  PieceOfWork piece(options_.observer.get(), worker);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stop_) return;
@@ -326,9 +367,13 @@ void BatchLoader::Core::work(int worker) {
       float* out = slot->batch.images.data() + static_cast<size_t>(place) * image_floats;
       int32_t* label = slot->batch.labels.data() + place;
       if (!feed_) loading_[worker] = Loading{sample, std::chrono::steady_clock::now()};
+      const bool timed = piece.timing();
       lock.unlock();
       std::exception_ptr error;
       const int64_t skipped_before = scratch.corrupt_skipped;
+      SampleStageTimes stages;
+      scratch.stage_times = timed ? &stages : nullptr;
+      const int64_t began = timed ? monotonic_ns() : 0;
       try {
         if (feed_) {
           decode_fed(*slot, place, scratch, out, label);
@@ -338,8 +383,14 @@ void BatchLoader::Core::work(int worker) {
       } catch (...) {
         error = std::current_exception();
       }
+      const int64_t ended = timed ? monotonic_ns() : 0;
       lock.lock();
       loading_.erase(worker);
+      if (timed) {
+        piece.add(slot->sequence, slot->batch.position, began, ended, stages);
+        // Reported before the batch can be handed to the consumer, so its pieces are all in when it is.
+        if (slot->dispatched == slot->batch.size) piece.hand_over();
+      }
       slot->batch.corrupt_skipped += scratch.corrupt_skipped - skipped_before;
       if (error && place < slot->error_at) {
         slot->error = error;
@@ -396,6 +447,7 @@ void BatchLoader::Core::work(int worker) {
       }
       if (plan_done_) consumer_wake_.notify_all();  // the consumer may be waiting for an end
     }
+    piece.hand_over();
     workers_wake_.wait(lock);
   }
 }

@@ -65,6 +65,9 @@ struct LoaderOptions {
   // channel, and at small inputs the last stage's maps are 1x1. (With a feed, the Pipe dealer does this,
   // since only it still holds a share's first record when a job resumes mid-epoch.)
   int min_batch = 1;
+  // The timeline's observer (loader_timing.h): while it is active, each decoding thread times its samples
+  // and reports each batch's piece of its work. Null: nothing is timed.
+  std::shared_ptr<LoaderObserver> observer;
 };
 
 struct Batch {

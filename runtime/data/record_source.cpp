@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <stdexcept>
 
 namespace train::data {
@@ -75,7 +76,9 @@ std::pair<const uint8_t*, size_t> RecordSource::unwrap(const RecordEntry& entry,
 int32_t RecordSource::load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const {
   if (index < 0 || index >= size()) throw std::out_of_range(fmt::format("sample {} of {}", index, size()));
   const RecordEntry& entry = index_.entries[static_cast<size_t>(index)];
+  std::optional<StageTimer> reading(std::in_place, scratch.stage_times, SampleStage::read);
   const auto [image, image_size] = unwrap(entry, scratch_bytes(scratch), scratch_spare_bytes(scratch));
+  reading.reset();
   Rng rng(sample_key(seed, epoch, index));
   const std::string name = fmt::format("{}, record at byte offset {}", index_.files[entry.file].name, entry.offset);
   decode_augment_normalise(image, image_size, name, options_, rng, scratch, out);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -76,6 +77,7 @@ void decode_augment_normalise(const uint8_t* data, size_t size, const std::strin
   const int height = options.height, width = options.width;
   RgbWindow window;
   SampleGeometry geometry;
+  std::optional<StageTimer> decoding(std::in_place, scratch.stage_times, SampleStage::decode);
   switch (sniff_image_format(data, size)) {
     case ImageFormat::jpeg: {
       b.jpeg.start(data, size, name);
@@ -111,6 +113,8 @@ void decode_augment_normalise(const uint8_t* data, size_t size, const std::strin
                                   size == 0 ? "it is empty" : "it starts with bytes " + start));
     }
   }
+  decoding.reset();
+  const StageTimer augmenting(scratch.stage_times, SampleStage::augment);
   // Drawn after the crop and flip, so crop_color's boxes are crop's.
   if (options.augmentation == Augmentation::crop_color) {
     const ColorJitter jitter = random_color_jitter(rng);
@@ -125,7 +129,10 @@ int32_t ImageFolderSource::load(int64_t index, uint64_t seed, int64_t epoch, flo
   if (index < 0 || index >= size()) throw std::out_of_range(fmt::format("sample {} of {}", index, size()));
   const std::string& path = folder_.paths[static_cast<size_t>(index)];
   auto& bytes = scratch.buffers().file;
-  read_file(path, bytes);
+  {
+    const StageTimer reading(scratch.stage_times, SampleStage::read);
+    read_file(path, bytes);
+  }
   Rng rng(sample_key(seed, epoch, index));
   decode_augment_normalise(bytes.data(), bytes.size(), path, options_, rng, scratch, out);
   return folder_.labels[static_cast<size_t>(index)];
@@ -150,11 +157,15 @@ int32_t SyntheticSource::load(int64_t index, uint64_t seed, int64_t, float* out,
   const auto label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(num_classes_)));
   auto& pixels = scratch.buffers().resampled;
   const size_t bytes = static_cast<size_t>(height_) * width_ * 3;
-  pixels.resize(bytes + 8);
-  for (size_t i = 0; i < bytes; i += 8) {
-    const uint64_t random = rng.next();
-    for (int j = 0; j < 8; ++j) pixels[i + j] = static_cast<uint8_t>(random >> (8 * j));
+  {
+    const StageTimer making(scratch.stage_times, SampleStage::read);  // the noise stands for the file
+    pixels.resize(bytes + 8);
+    for (size_t i = 0; i < bytes; i += 8) {
+      const uint64_t random = rng.next();
+      for (int j = 0; j < 8; ++j) pixels[i + j] = static_cast<uint8_t>(random >> (8 * j));
+    }
   }
+  const StageTimer normalising(scratch.stage_times, SampleStage::augment);
   normalise_rgb(pixels.data(), width_, height_, false, out);
   return label;
 }

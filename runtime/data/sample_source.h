@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/data/image_folder.h"
+#include "runtime/data/loader_timing.h"
 #include "runtime/data/transform.h"
 
 #include <cstdint>
@@ -25,6 +26,8 @@ class SampleScratch {
   Buffers& buffers() { return *buffers_; }
   // Corrupt samples this thread skipped (CorruptSkippingSource adds to it; the loader reads it).
   int64_t corrupt_skipped = 0;
+  // Where the sources add each stage's time (StageTimer), while the loader times samples; null otherwise.
+  SampleStageTimes* stage_times = nullptr;
 
  private:
   std::unique_ptr<Buffers> buffers_;

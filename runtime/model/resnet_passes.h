@@ -34,9 +34,18 @@
 
 namespace train {
 
+// The timeline's marks in a training step (runtime/timeline/): mark(pass, group) as the pass enters each
+// layer group (spec's layer_group_name, forward order for forward, reverse for backward) and
+// mark(pass, -1) when the pass ends. On the CPU the mark reads the clock; on the GPU it is called as the
+// group's first kernel is about to be enqueued, and records a device timestamp on the compute stream.
+enum class Pass { forward, backward };
+using PassMarks = std::function<void(Pass pass, int group)>;
+
 template <typename Model, typename T>
 class ResNetPasses {
  public:
+  // Marks for the training passes from now on; empty (the default) marks nothing.
+  void set_pass_marks(PassMarks marks) { pass_marks_ = std::move(marks); }
   const ResNetPlan& plan() const { return plan_; }
   const ResNetSpec& spec() const { return plan_.spec; }
   const BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
@@ -118,8 +127,17 @@ class ResNetPasses {
   template <typename Compute>
   void deliver(const GradientTarget& target, int64_t elements, Compute&& compute);
 
+  // Calls the marks when `layer` starts another group than `*group` (and updates it).
+  void mark_group(Pass pass, size_t layer, int* group) {
+    const int next = plan_.spec.layers[layer].group;
+    if (next == *group) return;
+    *group = next;
+    pass_marks_(pass, next);
+  }
+
   std::vector<T*> activation_, gradient_buffer_;
   T* scratch_ = nullptr;
+  PassMarks pass_marks_;
 };
 
 template <typename Model, typename T>
@@ -143,8 +161,12 @@ void ResNetPasses<Model, T>::batch_norm_train(size_t l, const T* shortcut, bool 
 template <typename Model, typename T>
 void ResNetPasses<Model, T>::forward(const T* images, int batch, bool training) {
   set_batch(batch);
+  const bool marks = training && pass_marks_;
+  int group = -1;
+  if (marks) mark_group(Pass::forward, 0, &group);  // the input's copy belongs to the stem
   activation_[0] = const_cast<T*>(model().take_input(images, shapes_[0].size()));
   for (size_t l = 0; l < plan_.spec.layers.size(); ++l) {
+    if (marks) mark_group(Pass::forward, l, &group);
     const auto& layer = plan_.spec.layers[l];
     const auto& entry = plan_.layers[l];
     const ActivationShape& in = shapes_[static_cast<size_t>(layer.input)];
@@ -182,6 +204,7 @@ void ResNetPasses<Model, T>::forward(const T* images, int batch, bool training) 
       case LayerKind::fully_connected: model().fc_forward(entry, in.n, in.c, layer.out_channels, x, y); break;
     }
   }
+  if (marks) pass_marks_(Pass::forward, -1);
 }
 
 template <typename Model, typename T>
@@ -205,7 +228,10 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
   auto gradient_done = [&](int p) {
     if (on_gradient) on_gradient(p);
   };
+  const bool marks = static_cast<bool>(pass_marks_);
+  int group = -1;
   for (size_t l = plan_.spec.layers.size(); l-- > 0;) {
+    if (marks) mark_group(Pass::backward, l, &group);
     const auto& layer = plan_.spec.layers[l];
     const auto& entry = plan_.layers[l];
     const auto& route = plan_.backward[l];
@@ -262,6 +288,7 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
     }
     if (between_layers) between_layers();
   }
+  if (marks) pass_marks_(Pass::backward, -1);
 }
 
 }  // namespace train

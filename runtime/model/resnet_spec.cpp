@@ -141,7 +141,22 @@ ResNetSpec build_resnet_spec(int depth, int num_classes) {
   }
   x = builder.simple(LayerKind::global_avg_pool, "avgpool", x, channels);
   builder.fully_connected("fc", x, channels, num_classes);
+  // Groups in forward order: the stem until layer1, each stage by its name, the head after layer4.
+  int group = 0;
+  for (auto& layer : spec.layers) {
+    if (layer.name.rfind("layer", 0) == 0) {
+      group = layer.name[5] - '0';
+    } else if (group > 0) {
+      group = layer_groups - 1;
+    }
+    layer.group = group;
+  }
   return spec;
+}
+
+const char* layer_group_name(int group) {
+  static constexpr const char* names[layer_groups] = {"stem", "layer1", "layer2", "layer3", "layer4", "head"};
+  return group >= 0 && group < layer_groups ? names[group] : "?";
 }
 
 }  // namespace train

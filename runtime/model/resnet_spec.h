@@ -45,7 +45,13 @@ struct LayerSpec {
   int input = 0;
   int input_b = -1;  // the second operand of residual_add (the shortcut)
   int output = 0;
+  int group = 0;  // its layer group (layer_group_name): what the timeline shows forward and backward by
 };
+
+// The layer groups of every ResNet, in forward order: the stem (conv1, bn1, relu, maxpool), the four
+// stages layer1..layer4, and the head (avgpool, fc).
+inline constexpr int layer_groups = 6;
+const char* layer_group_name(int group);
 
 struct ResNetSpec {
   int depth = 50;

@@ -40,7 +40,7 @@ while read -r path; do [[ -f $path ]] || fail "the dry run names $path, which do
   grep -o "$repo/scripts/[^ ']*" "$scratch/listing" | sort -u)
 grep -q "would run: .*build/tests/gpu/gpu_kernel_check" "$scratch/listing" || fail "the model group does not run gpu_kernel_check"
 grep -q "would run: .*-np 3 .*gpu_nccl_check" "$scratch/listing" || fail "the nccl group does not run 3 ranks"
-grep -q "would run: .*--checks two-ranks" "$scratch/listing" || fail "the nccl group does not run the two-rank check"
+grep -q "would run: .*--checks two-ranks,timeline" "$scratch/listing" || fail "the nccl group does not run the two-rank check"
 grep -q "would run: .*--tool racecheck .*--case 'resnet18 b8 32x32'" "$scratch/listing" || fail "no racecheck of the step check"
 grep -q "would run: .*--tool synccheck --target-processes all .*train" "$scratch/listing" || fail "no synccheck of a train job"
 
