@@ -1,7 +1,7 @@
 """The job templates under docker/templates/ and scripts/make_training_jobs.py, without AWS: the templates
-are the requests the APIs take, their metric regexes are the README's and match train's log lines, the
-Batch definition sets only variables train reads, and the job-array script makes one request per line
-(dry run) and names every malformed line. Run: python3 test_job_templates.py
+are the requests the APIs take, their metric regexes are docs/metrics.md's and match train's log lines, the
+Batch definition sets only variables train reads (docs/environment.md's table), and the job-array script
+makes one request per line (dry run) and names every malformed line. Run: python3 test_job_templates.py
 """
 import io
 import json
@@ -20,7 +20,7 @@ SCRIPT = os.path.join(REPO, "scripts", "make_training_jobs.py")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import make_training_jobs  # noqa: E402
 
-# train's log lines, as README "Metrics" shows them.
+# train's log lines, as docs/metrics.md ("Metrics") shows them.
 STEP_LINE = "[rank 0] step=120 epoch=1 loss=1.234567 train_top1=0.5120 lr=0.0375 images_per_sec=412.3 eta=0:12:34"
 VALIDATION_LINE = "[rank 0] epoch=1 validation_top1=0.7312 validation_top5=0.9511 validation_images=10000"
 EXPECTED_METRICS = {"train:loss": "1.234567", "train:top1": "0.5120", "train:lr": "0.0375",
@@ -32,19 +32,24 @@ def load(name):
         return json.load(file)
 
 
-def readme_section(title):
-    with open(os.path.join(REPO, "README.md")) as file:
-        text = file.read()
-    start = text.index(f"\n## {title}")
+def read_doc(page):
+    with open(os.path.join(REPO, "docs", page)) as file:
+        return file.read()
+
+
+def doc_section(page, title):
+    text = read_doc(page)
+    start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end > 0 else len(text)]
 
 
 class TemplateTest(unittest.TestCase):
-    def test_metric_definitions_are_the_readme_regexes_and_match_train_lines(self):
+    def test_metric_definitions_are_the_documented_regexes_and_match_train_lines(self):
         metrics = load("sagemaker-training-job.json")["AlgorithmSpecification"]["MetricDefinitions"]
-        readme = dict(re.findall(r"^\| `([a-z0-9:_]+)` \| `(.+)` \|$", readme_section("Metrics"), re.M))
-        self.assertEqual({m["Name"]: m["Regex"] for m in metrics}, readme)
+        table = doc_section("metrics.md", "Metrics")
+        documented = dict(re.findall(r"^\| `([a-z0-9:_]+)` \| `(.+)` \|$", table, re.M))
+        self.assertEqual({m["Name"]: m["Regex"] for m in metrics}, documented)
         for metric in metrics:
             found = re.search(metric["Regex"], STEP_LINE) or re.search(metric["Regex"], VALIDATION_LINE)
             self.assertIsNotNone(found, metric["Name"])
@@ -68,13 +73,12 @@ class TemplateTest(unittest.TestCase):
         self.assertEqual(definition["type"], "multinode")
         nodes = definition["nodeProperties"]
         self.assertLess(nodes["mainNode"], nodes["numNodes"])
-        with open(os.path.join(REPO, "README.md")) as file:
-            readme_variables = set(re.findall(r"^\| `([A-Z_]+)` \|", file.read(), re.M))
-        self.assertIn("SAGEMAKER_BASE_DIR", readme_variables)
+        documented_variables = set(re.findall(r"^\| `([A-Z_]+)` \|", read_doc("environment.md"), re.M))
+        self.assertIn("SAGEMAKER_BASE_DIR", documented_variables)
         for node_range in nodes["nodeRangeProperties"]:
             self.assertNotIn("command", node_range["container"], "the image's ENTRYPOINT is train")
             for variable in node_range["container"]["environment"]:
-                self.assertIn(variable["name"], readme_variables)
+                self.assertIn(variable["name"], documented_variables)
             # EFA: the uverbs devices reach the container (p5.48xlarge has 32), memory may be locked.
             devices = node_range["container"]["linuxParameters"]["devices"]
             self.assertEqual([d["containerPath"] for d in devices], [f"/dev/infiniband/uverbs{i}" for i in range(32)])

@@ -1,6 +1,7 @@
-// The README's hyperparameter table is generated from the schema: this fails when they differ, or when the
-// README has lost the markers that delimit the table. The README's table of TRAIN_* variables shows the
-// defaults that common/train_variables.cpp has.
+// The reference pages' generated and checked tables: docs/hyperparameters.md holds the hyperparameter table
+// generated from the schema (this fails when they differ, or when the page has lost the markers that delimit
+// the table, or when another page holds a copy of it), and docs/environment.md's table of TRAIN_* variables
+// shows the defaults that common/train_variables.cpp has.
 #include "common/train_variables.h"
 #include "job/hyperparameter_schema.h"
 
@@ -19,35 +20,47 @@ namespace {
 const std::string begin_marker = "<!-- hyperparameters:begin -->";
 const std::string end_marker = "<!-- hyperparameters:end -->";
 
-}  // namespace
-
-TEST_CASE("README: the hyperparameter table is the schema's", "[readme]") {
-  const std::string path = std::string(TRAIN_SOURCE_DIR) + "/README.md";
+// A documentation file of the source tree, whole; fails the test when it cannot be read.
+std::string read_doc(const std::string& relative_path) {
+  const std::string path = std::string(TRAIN_SOURCE_DIR) + "/" + relative_path;
   std::ifstream file(path, std::ios::binary);
-  INFO("README: " << path);
+  INFO("reading " << path);
   REQUIRE(file.good());
   std::stringstream buffer;
   buffer << file.rdbuf();
-  const std::string readme = buffer.str();
-
-  // The markers are whole lines.
-  const auto begin_line = readme.find(begin_marker + "\n");
-  if (begin_line == std::string::npos || (begin_line > 0 && readme[begin_line - 1] != '\n')) {
-    FAIL("README.md has no line `" << begin_marker << "`: put the output of `train hyperparameters` between a line "
-                                   << begin_marker << " and a line " << end_marker);
-  }
-  const auto table_start = begin_line + begin_marker.size() + 1;
-  const auto end_line = readme.find("\n" + end_marker, table_start - 1);
-  if (end_line == std::string::npos) {
-    FAIL("README.md has `" << begin_marker << "` but no line `" << end_marker << "` after it");
-  }
-  const std::string table = readme.substr(table_start, end_line + 1 - table_start);
-  INFO("regenerate the table between the markers with `build/train hyperparameters`");
-  REQUIRE(table == train::hyperparameter_table_markdown());
-  CHECK(readme.find(begin_marker, table_start) == std::string::npos);  // one table only
+  return buffer.str();
 }
 
-TEST_CASE("README table: one row per schema entry, in schema order", "[readme]") {
+}  // namespace
+
+TEST_CASE("docs: the hyperparameter table in docs/hyperparameters.md is the schema's", "[docs]") {
+  const std::string page = read_doc("docs/hyperparameters.md");
+
+  // The markers are whole lines.
+  const auto begin_line = page.find(begin_marker + "\n");
+  if (begin_line == std::string::npos || (begin_line > 0 && page[begin_line - 1] != '\n')) {
+    FAIL("docs/hyperparameters.md has no line `" << begin_marker
+                                                 << "`: put the output of `train hyperparameters` between a line "
+                                                 << begin_marker << " and a line " << end_marker);
+  }
+  const auto table_start = begin_line + begin_marker.size() + 1;
+  const auto end_line = page.find("\n" + end_marker, table_start - 1);
+  if (end_line == std::string::npos) {
+    FAIL("docs/hyperparameters.md has `" << begin_marker << "` but no line `" << end_marker << "` after it");
+  }
+  const std::string table = page.substr(table_start, end_line + 1 - table_start);
+  INFO("regenerate the table between the markers with scripts/update_hyperparameter_table.sh");
+  REQUIRE(table == train::hyperparameter_table_markdown());
+  CHECK(page.find(begin_marker, table_start) == std::string::npos);  // one table only
+}
+
+TEST_CASE("docs: the README holds no copy of the hyperparameter table", "[docs]") {
+  const std::string readme = read_doc("README.md");
+  CHECK(readme.find(begin_marker) == std::string::npos);
+  CHECK(readme.find("| name | type | default | allowed | meaning |") == std::string::npos);
+}
+
+TEST_CASE("docs: the hyperparameter table has one row per schema entry, in schema order", "[docs]") {
   const std::string table = train::hyperparameter_table_markdown();
   const auto& schema = train::hyperparameter_schema();
   size_t lines = 0, position = 0;
@@ -66,15 +79,11 @@ TEST_CASE("README table: one row per schema entry, in schema order", "[readme]")
   CHECK(table.find("| `custom_mpi_options` | string | (empty) |") != std::string::npos);
 }
 
-TEST_CASE("README: every checked TRAIN_* variable is in the environment table with its default", "[readme]") {
-  std::ifstream file(std::string(TRAIN_SOURCE_DIR) + "/README.md", std::ios::binary);
-  REQUIRE(file.good());
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  const std::string readme = buffer.str();
+TEST_CASE("docs: every checked TRAIN_* variable is in docs/environment.md's table with its default", "[docs]") {
+  const std::string page = read_doc("docs/environment.md");
   for (const auto& variable : train::checked_train_variables()) {
     const std::string row = "\n| `" + std::string(variable.name) + "` | `" + variable.default_text + "`";
     INFO(row.substr(1));
-    CHECK(readme.find(row) != std::string::npos);
+    CHECK(page.find(row) != std::string::npos);
   }
 }
