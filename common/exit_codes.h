@@ -1,4 +1,4 @@
-// The exit codes `train` itself uses (README "Exit codes" lists them). A failing rank's own code, or
+// The exit codes `train` itself uses (docs/faults.md lists them). A failing rank's own code, or
 // 128+N when a signal N killed it, passes through unchanged.
 #pragma once
 

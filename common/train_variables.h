@@ -1,4 +1,4 @@
-// Every TRAIN_* setting train reads from its environment (README "Environment variables train reads"): what
+// Every TRAIN_* setting train reads from its environment (docs/environment.md): what
 // each accepts, its default and what 0 means where 0 is allowed, written once here. The launcher, the ranks
 // and `train validate` read them through this file, so a value the ranks would refuse is refused by the
 // launcher and by `train validate` first, all at once with the job's other problems.
@@ -53,7 +53,7 @@ double read_straggler_factor_variable(const EnvironmentMap& environment);
 // would throw them); empty when all are good.
 std::vector<std::string> train_variable_problems(const EnvironmentMap& environment);
 
-// The names and defaults of every variable above, for checking the README's table against them.
+// The names and defaults of every variable above, for checking docs/environment.md's table against them.
 struct VariableDefault {
   std::string_view name;
   std::string default_text;

@@ -1,5 +1,5 @@
-// A multi-host job's host failing in a way it can describe: the exit code it ends with (README "Exit
-// codes") and the sentence, plus details, that go into its failure file.
+// A multi-host job's host failing in a way it can describe: the exit code it ends with (docs/faults.md
+// "Exit codes") and the sentence, plus details, that go into its failure file.
 #pragma once
 
 #include <stdexcept>

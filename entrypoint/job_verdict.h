@@ -1,5 +1,5 @@
 // How a job ended, in the words of its report: which rank failed first and how, or that the job was stopped,
-// or that mpirun failed on its own, and the exit code that goes with it (README "Exit codes"). The launcher
+// or that mpirun failed on its own, and the exit code that goes with it (docs/faults.md). The launcher
 // gathers the facts (mpirun's exit and its messages, the ranks' reason files and error lines, the signals
 // it received and when, whether it had to end mpirun itself, the sshd's fate, memory figures) and writes
 // what is decided here into output/failure or output/success. Deciding is pure: nothing here reads a file,

@@ -41,7 +41,7 @@ class LauncherCompanions {
   virtual std::string trouble() const = 0;
 };
 
-// Runs the job; returns the exit code for `train` (README "Exit codes"). A multi-host master passes the
+// Runs the job; returns the exit code for `train` (docs/faults.md). A multi-host master passes the
 // signal inbox it already reads, and its companions.
 int run_launcher(const JobDescription& job, const LaunchSettings& settings, const EnvironmentMap& environment,
                  SignalInbox* inbox = nullptr, LauncherCompanions* companions = nullptr);

@@ -1,4 +1,4 @@
-// `train`: the ENTRYPOINT of the training container. See README.md for the commands and exit codes.
+// `train`: the ENTRYPOINT of the training container. README.md has the commands, docs/faults.md the exit codes.
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"

@@ -11,7 +11,7 @@
 
 namespace train {
 
-// Runs this host's part of the job; returns this host's exit code (README "Exit codes").
+// Runs this host's part of the job; returns this host's exit code (docs/faults.md).
 int run_multi_host(JobDescription job, const LaunchSettings& settings, const EnvironmentMap& environment);
 
 }  // namespace train

@@ -1,5 +1,5 @@
 // The waits of a multi-host job, each with a documented default and an environment variable to change
-// it (README "Environment variables"). Defaults are generous: a slow start is better than a lost job, and
+// it (docs/environment.md). Defaults are generous: a slow start is better than a lost job, and
 // every wait logs a line while it waits, so a slow one is visible.
 #pragma once
 
@@ -33,7 +33,7 @@ struct MultiHostSettings {
   std::string sshd = "/usr/sbin/sshd";
 };
 
-// Reads the TRAIN_* variables of the table in the README; throws ConfigError naming a malformed one.
+// Reads the TRAIN_* variables of docs/environment.md's table; throws ConfigError naming a malformed one.
 MultiHostSettings multi_host_settings_from_environment(const EnvironmentMap& environment);
 
 }  // namespace train

@@ -1,5 +1,5 @@
 // The one typed schema of every hyperparameter `train` accepts: type, default, allowed values, help.
-// Validation, `train validate`, `train hyperparameters` and the README's table all come from it.
+// Validation, `train validate`, `train hyperparameters` and docs/hyperparameters.md's table all come from it.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,7 @@ struct HyperparameterSpec {
   bool launcher = false;
 };
 
-// Every hyperparameter, in the README's order.
+// Every hyperparameter, in the order of docs/hyperparameters.md's table.
 const std::vector<HyperparameterSpec>& hyperparameter_schema();
 
 // nullptr when `name` is not in the schema.
@@ -60,7 +60,7 @@ const std::vector<HyperparameterAlias>& hyperparameter_aliases();
 // "a positive integer", "a number in (0, 1]", "one of sgd, nag, lars": what a value must be.
 std::string describe_expected(const HyperparameterSpec& spec);
 
-// The README's table, as Markdown, generated from the schema.
+// docs/hyperparameters.md's table, as Markdown, generated from the schema.
 std::string hyperparameter_table_markdown();
 
 }  // namespace train

@@ -40,7 +40,7 @@ std::vector<std::string> gather_host_names(const std::string& host, MPI_Comm com
 // Every rank's times, on rank 0 (collective; bounded by `timeout`); empty elsewhere.
 std::vector<RankTimes> gather_rank_times(const RankTimes& mine, MPI_Comm comm, std::chrono::milliseconds timeout);
 
-// The timing line for rank 0's log (regex in the README):
+// The timing line for rank 0's log (docs/metrics.md shows it):
 // "timing step=S step_time max=A (rank R on HOST) min=B (rank R on HOST) data_wait max=... reduction_wait max=..."
 std::string format_timing_line(int64_t step, const std::vector<RankTimes>& times, const std::vector<std::string>& hosts);
 

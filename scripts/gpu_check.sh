@@ -16,7 +16,7 @@
 #                and its row says so
 #   --dry-run    print what the group would run, run nothing (no GPU needed)
 #
-# Groups (each row of a table is PASS, FAIL or INFO; the README's "Checking it on a GPU" has their times):
+# Groups (each row of a table is PASS, FAIL or INFO; docs/gpu.md's "Checking it on a GPU" has their times):
 #   model     gpu_kernel_check (every CUDA op against the CPU reference, fp32 and bf16), gpu_step_check (a
 #             whole training step of ResNet-50/18 against the CPU model), and gpu_step_check again with
 #             TRAIN_FAST_PATH=1

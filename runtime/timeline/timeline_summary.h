@@ -31,7 +31,7 @@ struct TimelineSummary {
 TimelineSummary summarize_timeline(const std::vector<TraceEvent>& events);
 
 // "timeline rank=R host=H steps=A-B step_ms=... data_wait=...% compute=...% exposed_communication=...%
-// other=...%" (one line per rank on rank 0's log; the README has its regex).
+// other=...%" (one line per rank on rank 0's log; docs/timeline.md has its regex).
 std::string format_summary_line(int rank, const std::string& host, const std::string& steps,
                                 const TimelineSummary& summary);
 

@@ -5,7 +5,7 @@ TRAIN_SAMPLE_LOG making every rank list the labels of each batch it trained on.
 The data set has one class per sample, so a label names its sample. Its size (29, a prime) is divisible by
 no rank count, so the last partial batch and DistributedSampler's padding always occur. Per epoch the
 checks are: every rank ran the same number of steps; the samples not marked as padding are the data set,
-each exactly once; the padding is what the README documents (File and FastFile: ceil(n/R)*R - n repeats
+each exactly once; the padding is what docs/data.md documents (File and FastFile: ceil(n/R)*R - n repeats
 with FullyReplicated; with ShardedByS3Key a host's ranks also repeat samples up to the fullest host's
 share; Pipe mode: the same per stream, plus whole repeated batches on ranks whose host's stream ended
 before another host's).

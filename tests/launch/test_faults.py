@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fault scenarios (issue 15): the real `train` against hostile jobs, each scenario with what train must do
-and its exit code, as the README's fault table lists them.
+and its exit code, as docs/faults.md's fault table lists them.
 
     python3 test_faults.py --train /path/to/train [--repeat N] [unittest arguments]
 
