@@ -24,29 +24,40 @@ fi
 mkdir -p "$build/obj" "$build/corpus/job_config"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
-sources=("$here/fuzz_job_config.cpp")
-for name in common/json_file job/resource_config job/input_data_config job/hyperparameter_schema job/hyperparameters \
-            job/mpi_options job/platform_keys job/python_value common/nearest_name common/regular_file; do
-  sources+=("$root/$name.cpp")
-done
+# The target links common/ and job/ as the build has them: every source of their CMake libraries, compiled
+# here with the fuzzer's instrumentation into one archive, from which the linker takes what the parsers
+# need (a new source file in either library needs no change here).
+library_sources() {  # FOLDER: the .cpp files of the add_library(...) in FOLDER/CMakeLists.txt
+  sed -n '/^add_library(/,/)/p' "$root/$1/CMakeLists.txt" | grep -oE '[A-Za-z0-9_/]+\.cpp' | sed "s|^|$root/$1/|"
+}
+mapfile -t library < <(library_sources common; library_sources job)
+[[ ${#library[@]} -gt 10 ]] || { echo "run_fuzz.sh: FAILED: found only ${#library[@]} sources in common/ and job/" >&2; exit 1; }
 
 # Compile each source in parallel; an object newer than its source, every common/ and job/ header and this
 # script is reused.
 newest_header="$(ls -t "$root"/common/*.h "$root"/job/*.h "$0" | head -n 1 || true)"
-pids=()
 objects=()
-for source in "${sources[@]}"; do
+failed="$build/obj/.failed"
+rm -f "$failed"
+for source in "$here/fuzz_job_config.cpp" "${library[@]}"; do
   object="$build/obj/$(basename "$source" .cpp).o"
   objects+=("$object")
   if [[ -f "$object" && "$object" -nt "$source" && "$object" -nt "$newest_header" ]]; then continue; fi
-  "$cxx" "${flags[@]}" -c "$source" -o "$object" &
-  pids+=($!)
+  rm -f "$object"
+  { "$cxx" "${flags[@]}" -c "$source" -o "$object" || echo "$source" >> "$failed"; } &
+  # At most as many compilers at once as there are cores.
+  while [[ $(jobs -rp | wc -l) -ge $(nproc) ]]; do wait -n || true; done
 done
-for pid in "${pids[@]}"; do
-  wait "$pid" || { echo "run_fuzz.sh: FAILED: compiling the fuzz target" >&2; exit 1; }
-done
+wait
+if [[ -s "$failed" ]]; then
+  echo "run_fuzz.sh: FAILED: compiling for the fuzz target: $(tr '\n' ' ' < "$failed")" >&2
+  exit 1
+fi
+archive="$build/obj/libjob_common.a"
+rm -f "$archive"
+ar rcs "$archive" "${objects[@]:1}"
 binary="$build/fuzz_job_config"
-"$cxx" -fsanitize=fuzzer,address,undefined -o "$binary" "${objects[@]}"
+"$cxx" -fsanitize=fuzzer,address,undefined -o "$binary" "${objects[0]}" "$archive"
 
 # Seeds: one valid example of each file, in the shapes SageMaker and the SDK write.
 seeds="$build/seeds/job_config"
