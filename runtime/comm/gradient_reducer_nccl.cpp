@@ -20,7 +20,7 @@ size_t bytes_of(ncclDataType_t type) {
 }  // namespace
 
 NcclGradientReducer::NcclGradientReducer(const NcclCommunicator& comm, BucketPlan plan, void* gradients,
-                                         ncclDataType_t type, cudaStream_t compute, std::chrono::milliseconds timeout,
+                                         ncclDataType_t type, Streams streams, std::chrono::milliseconds timeout,
                                          ncclRedOp_t op, Prepare prepare)
     : GradientReducer(std::move(plan), std::move(prepare)),
       comm_(comm),
@@ -28,37 +28,27 @@ NcclGradientReducer::NcclGradientReducer(const NcclCommunicator& comm, BucketPla
       element_bytes_(bytes_of(type)),
       type_(type),
       op_(op),
-      compute_(compute),
+      streams_(streams),
       timeout_(timeout) {
   if (element_bytes_ != this->plan().element_bytes) {
     throw GpuError(fmt::format("NCCL gradient reducer: the buckets were sized for {}-byte elements, the buffer holds "
                                "{}-byte ones",
                                this->plan().element_bytes, element_bytes_));
   }
-  // Its own stream, so reductions overlap the compute stream's backward; a higher priority lets the
-  // small, latency-bound collectives start as soon as their bucket is ready.
-  int least = 0, greatest = 0;
-  TRAIN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  TRAIN_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
-  ready_.resize(this->plan().buckets.size());
-  for (auto& event : ready_) TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
-}
-
-NcclGradientReducer::~NcclGradientReducer() {
-  // Errors are ignored here: the device may be in an error state after a failure, and this must not throw.
-  for (auto& event : ready_) cudaEventDestroy(event);
-  if (reduced_ != nullptr) cudaEventDestroy(reduced_);
-  if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+  if (streams_.compute == nullptr || streams_.communication == nullptr || streams_.ready == nullptr ||
+      streams_.reduced == nullptr) {
+    throw GpuError("NCCL gradient reducer: it needs a compute and a communication stream and two events");
+  }
 }
 
 void NcclGradientReducer::start_bucket(size_t bucket) {
   const auto& b = plan().buckets[bucket];
-  TRAIN_CUDA_CHECK(cudaEventRecord(ready_[bucket], compute_));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_[bucket], 0));
+  TRAIN_CUDA_CHECK(cudaEventRecord(streams_.ready, streams_.compute));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(streams_.communication, streams_.ready, 0));
   bucket_started(bucket);
   char* data = gradients_ + b.begin * element_bytes_;
-  const ncclResult_t result = ncclAllReduce(data, data, b.end - b.begin, type_, op_, comm_.get(), comm_stream_);
+  const ncclResult_t result =
+      ncclAllReduce(data, data, b.end - b.begin, type_, op_, comm_.get(), streams_.communication);
   if (result == ncclInProgress) {
     comm_.wait_ready(timeout_, "enqueueing a gradient bucket's allreduce");
   } else if (result != ncclSuccess) {
@@ -68,12 +58,12 @@ void NcclGradientReducer::start_bucket(size_t bucket) {
 }
 
 void NcclGradientReducer::finish_buckets() {
-  TRAIN_CUDA_CHECK(cudaEventRecord(reduced_, comm_stream_));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, reduced_, 0));
+  TRAIN_CUDA_CHECK(cudaEventRecord(streams_.reduced, streams_.communication));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute, streams_.reduced, 0));
 }
 
 void NcclGradientReducer::wait(std::chrono::milliseconds timeout) const {
-  comm_.wait_for_event(reduced_, timeout, "the step's gradient allreduces");
+  comm_.wait_for_event(streams_.reduced, timeout, "the step's gradient allreduces");
 }
 
 }  // namespace train::gpu

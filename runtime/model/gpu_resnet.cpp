@@ -15,24 +15,6 @@
 
 namespace train::gpu {
 
-namespace detail {
-void DeviceFree::operator()(void* pointer) const noexcept {
-  // cudaFree waits for the device; a destructor cannot report a failure.
-  if (pointer != nullptr) cudaFree(pointer);
-}
-
-void* device_malloc_or_null(size_t bytes) {
-  void* pointer = nullptr;
-  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear it: the caller reports and the process goes on to exit cleanly
-    return nullptr;
-  }
-  TRAIN_CUDA_CHECK(status);
-  return pointer;
-}
-}  // namespace detail
-
 namespace {
 
 namespace cuda = ops::cuda;
@@ -51,15 +33,15 @@ float bf16_to_float(std::uint16_t bits) {
 
 template <typename T>
 void* GpuResNet<T>::allocate(size_t bytes) {
-  void* pointer = detail::device_malloc_or_null(bytes);
-  if (pointer == nullptr) {
+  cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
+  if (!memory) {
     throw DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
                                         static_cast<double>(bytes) / (1 << 30),
                                         static_cast<double>(device_bytes_) / (1 << 30)));
   }
-  memory_.emplace_back(pointer);
+  memory_.push_back(std::move(memory));
   device_bytes_ += bytes;
-  return pointer;
+  return memory_.back().get();
 }
 
 template <typename T>

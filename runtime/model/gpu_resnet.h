@@ -38,6 +38,7 @@
 #pragma once
 
 #include "kernels/cuda/device_out_of_memory.h"
+#include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_buckets.h"
 #include "runtime/model/model_state.h"
@@ -55,16 +56,6 @@ namespace train::gpu {
 
 // The GPU has too little memory for what was asked (the model at its largest batch, a workspace).
 using DeviceOutOfMemory = ops::cuda::DeviceOutOfMemory;
-
-namespace detail {
-struct DeviceFree {
-  void operator()(void* pointer) const noexcept;
-};
-using DeviceMemory = std::unique_ptr<void, DeviceFree>;
-// cudaMalloc of `bytes` (at least 1): null when the GPU has no room left (the error cleared, so that the
-// caller can say what did not fit); any other failure throws GpuError.
-void* device_malloc_or_null(size_t bytes);
-}  // namespace detail
 
 template <typename T>
 class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
@@ -176,7 +167,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   std::vector<float> download_floats(const float* device, size_t count) const;
 
   ops::cuda::Context& context_;
-  std::vector<detail::DeviceMemory> memory_;  // everything this model allocated
+  std::vector<ops::cuda::DeviceMemory> memory_;  // everything this model allocated
   size_t device_bytes_ = 0;
 
   float* master_ = nullptr;     // fp32 parameters [parameter_elements]
