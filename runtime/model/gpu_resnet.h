@@ -160,7 +160,12 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   void fc_forward(const LayerPlan& layer, int n, int in, int out, const T* x, T* y);
   void fc_backward(const LayerPlan& layer, int n, int in, int out, const T* x, const T* dy, T* dx);
 
-  void* allocate(size_t bytes);
+  // Device memory for the model's life (counted in device_bytes()); throws DeviceOutOfMemory.
+  void* allocate_bytes(size_t bytes);
+  template <typename U>
+  U* allocate(size_t elements) {  // also the passes' storage (ResNetPasses::allocate_storage)
+    return static_cast<U*>(allocate_bytes(sizeof(U) * elements));
+  }
   float* buffer(int spec_index) { return buffers_ + this->plan_.buffer_offset.at(static_cast<size_t>(spec_index)); }
   void copy_to_device(void* device, const void* host, size_t bytes);
   void copy_to_host(void* host, const void* device, size_t bytes) const;
@@ -180,12 +185,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   float* loss_ = nullptr;
   std::int32_t* correct_ = nullptr;
   double* totals_ = nullptr;  // accumulate_totals' sums since copy_totals_async()
-  struct LayerStorage {
-    float* save_mean = nullptr;  // BN
-    float* save_invstd = nullptr;
-    std::int32_t* argmax = nullptr;  // max pool
-  };
-  std::vector<LayerStorage> layer_storage_;
+  std::vector<typename Passes::template SavedForBackward<float>> saved_;  // by layer
   std::unique_ptr<ops::cuda::SgdTensorTable<T>> sgd_table_;
 };
 
