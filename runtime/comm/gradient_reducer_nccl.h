@@ -22,7 +22,7 @@ class NcclGradientReducer final : public GradientReducer {
  public:
   // The streams it enqueues on and the events that order them, all its owner's (kernels/cuda/handles.h
   // owns them: runtime/comm/ includes nothing of kernels/). Backward writes the gradients on `compute`;
-  // the reductions run on `communication` (best of the device's highest priority, so that the small,
+  // the reductions run on `communication` (best at the device's highest priority, so that the small,
   // latency-bound collectives start as soon as their bucket is ready). `ready` is recorded on `compute` as
   // each bucket completes and waited for by `communication` right away (one event serves every bucket: a
   // wait takes the record made before it); `reduced` the other way round, by finish().

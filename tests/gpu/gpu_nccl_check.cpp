@@ -172,10 +172,9 @@ int main(int argc, char** argv) {
   try {
     give_each_rank_a_host_id(rank, devices);
     TRAIN_CUDA_CHECK(cudaSetDevice(rank % devices));
-    cudaStream_t stream = nullptr;
-    TRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const ops::cuda::Stream stream = ops::cuda::make_stream();
     {
-      ops::cuda::Context context(stream);
+      ops::cuda::Context context(stream.get());
       NcclCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(120));
       std::vector<size_t> sizes;
       for (const auto& tensor : build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
@@ -186,7 +185,6 @@ int main(int argc, char** argv) {
         failures += check_case(comm, context, sizes, threshold, /*widened=*/true) ? 0 : 1;
       }
     }
-    TRAIN_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "gpu_nccl_check: rank %d: %s\n", rank, error.what());
     std::fflush(stderr);
