@@ -1,7 +1,5 @@
 #include "runtime/cpu_engine.h"
 
-#include "kernels/ops.h"
-
 #include <fmt/format.h>
 
 #include <chrono>
@@ -13,34 +11,21 @@ CpuEngine::CpuEngine(const TrainingSettings& settings, int classes, const RankId
     : settings_(settings),
       gradient_scale_(1.0f / static_cast<float>(identity.size)),
       model_(make_model<CpuResNet<float>>(settings, classes)),
-      reducer_(comm, model_.bucket_plan(), model_.all_gradients().data(), timeout),
-      momentum_(model_.all_values().size(), 0.0f) {
-  for (int p = 0; p < model_.parameter_tensors(); ++p) {
-    const auto& parameter = model_.parameters()[static_cast<size_t>(p)];
-    ops::SgdTensor<float> tensor;
-    tensor.param = model_.parameter_data(p);
-    tensor.grad = model_.gradient_data(p);
-    tensor.momentum_buffer = momentum_.data() + parameter.offset;
-    tensor.count = parameter.count;
-    tensor.weight_decay = model_.spec().tensors[static_cast<size_t>(parameter.spec_index)].decays();
-    sgd_tensors_.push_back(tensor);
-  }
-}
+      reducer_(comm, model_.bucket_plan(), model_.all_gradients().data(), timeout) {}
 
 std::string CpuEngine::describe() const {
   return fmt::format("cpu ({} thread{}), float32", settings_.threads, settings_.threads == 1 ? "" : "s");
 }
 
-void CpuEngine::initialize(uint64_t seed) {
-  model_.initialize(seed);
-  std::fill(momentum_.begin(), momentum_.end(), 0.0f);
-}
+void CpuEngine::initialize(uint64_t seed) { model_.initialize(seed); }
 
 void CpuEngine::import_momentum(const std::vector<model_io::Tensor>& tensors) {
-  train::import_momentum(model_.plan(), tensors, momentum_.data());
+  train::import_momentum(model_.plan(), tensors, model_.all_momentum().data());
 }
 
-ExportedTensors CpuEngine::export_momentum() { return train::export_momentum(model_.plan(), momentum_.data()); }
+ExportedTensors CpuEngine::export_momentum() {
+  return train::export_momentum(model_.plan(), model_.all_momentum().data());
+}
 
 // One step: forward and backward with each bucket's allreduce started as backward completes it, the wait
 // for the last bucket, then the optimizer over every parameter at once.
@@ -56,7 +41,7 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   totals_.reduction_wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - reduction_started).count();
   if (marked) mark(cursor_.layout().at(Mark::reductions_done));
-  ops::sgd_step<float>(sgd_tensors_, optimizer_options(settings_, learning_rate));
+  model_.sgd_step(optimizer_options(settings_, learning_rate));
   if (marked) {
     mark(cursor_.layout().at(Mark::optimizer_end));
     if (!cursor_.more()) stop_marking();

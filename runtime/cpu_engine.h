@@ -1,5 +1,6 @@
-// The CPU engine: CpuResNet<float> + the bucketed MPI gradient reducer + the CPU optimizer. Everything runs
-// on the calling thread (and the kernels' OpenMP threads), so every call has finished when it returns.
+// The CPU engine: CpuResNet<float> (which holds the parameters, gradients and momentum and runs the CPU
+// optimizer) + the bucketed MPI gradient reducer. Everything runs on the calling thread (and the kernels'
+// OpenMP threads), so every call has finished when it returns.
 #pragma once
 
 #include "common/monotonic_clock.h"
@@ -50,8 +51,6 @@ class CpuEngine final : public Engine {
   float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
   CpuResNet<float> model_;
   MpiGradientReducer reducer_;
-  std::vector<float> momentum_;  // laid out as the parameters
-  std::vector<ops::SgdTensor<float>> sgd_tensors_;
   StepTotals totals_;                  // since the last request
   std::deque<StepTotals> requested_;  // requested, not yet taken
   // The timeline's marks: while cursor_ has steps to record, the model's passes and the reducer's buckets

@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_clock.h"
+#include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
 #include "runtime/comm/mpi_check.h"
@@ -27,44 +28,13 @@ namespace {
 
 namespace cuda = ops::cuda;
 
-// Owning handles of what the engine creates; destroying them never throws.
-struct StreamDestroy {
-  void operator()(cudaStream_t stream) const noexcept { cudaStreamDestroy(stream); }
-};
-using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDestroy>;
-struct EventDestroy {
-  void operator()(cudaEvent_t event) const noexcept { cudaEventDestroy(event); }
-};
-using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
-struct PinnedFree {
-  void operator()(void* pointer) const noexcept { cudaFreeHost(pointer); }
-};
-using PinnedMemory = std::unique_ptr<void, PinnedFree>;
-
-Stream make_stream() {
-  cudaStream_t stream = nullptr;
-  TRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return Stream(stream);
-}
-
-Event make_event() {
-  cudaEvent_t event = nullptr;
-  TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  return Event(event);
-}
-
-PinnedMemory make_pinned(size_t bytes) {
-  void* pointer = nullptr;
-  TRAIN_CUDA_CHECK(cudaHostAlloc(&pointer, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
-  return PinnedMemory(pointer);
-}
-
-gpu::detail::DeviceMemory make_device(size_t bytes) {
-  void* pointer = gpu::detail::device_malloc_or_null(bytes);
-  if (pointer == nullptr) {
+// The engine's buffers: as the model's, a GPU without room says so in the engine's words.
+cuda::DeviceMemory make_device(size_t bytes) {
+  cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
+  if (!memory) {
     throw gpu::DeviceOutOfMemory(fmt::format("the engine's buffers ({} bytes more) do not fit on the GPU", bytes));
   }
-  return gpu::detail::DeviceMemory(pointer);
+  return memory;
 }
 
 // "The batch does not fit", with the model, the batch and the GPU's memory: the one message for running
@@ -124,28 +94,32 @@ class CudaEngine final : public Engine {
   const TrainingSettings& settings_;
   std::chrono::milliseconds timeout_;
   int device_ = 0;
-  Stream compute_, copy_;
+  // The streams: batches are copied to the device on copy_, the model computes on compute_, the gradient
+  // reductions run on communication_ (the device's highest priority); the reducer enqueues on them and
+  // orders them with bucket_ready_ and reduced_.
+  cuda::Stream compute_, copy_, communication_;
+  cuda::Event bucket_ready_, reduced_;
   cuda::Context context_;
   gpu::NcclCommunicator comm_;
   gpu::GpuResNet<T> model_;
   gpu::NcclGradientReducer reducer_;
   // Two upload slots: step k's batch goes to slot k % 2 while step k - 1 computes from the other one.
-  gpu::detail::DeviceMemory images_[2], labels_[2];
-  PinnedMemory host_labels_[2];
-  gpu::detail::DeviceMemory model_images_;  // bf16: the images as the model reads them
-  gpu::detail::DeviceMemory logits_, float_logits_;
-  PinnedMemory host_logits_;
-  Event uploaded_[2], consumed_[2], drained_;
+  cuda::DeviceMemory images_[2], labels_[2];
+  cuda::PinnedMemory host_labels_[2];
+  cuda::DeviceMemory model_images_;  // bf16: the images as the model reads them
+  cuda::DeviceMemory logits_, float_logits_;
+  cuda::PinnedMemory host_logits_;
+  cuda::Event uploaded_[2], consumed_[2], drained_;
   int64_t steps_ = 0, steps_since_totals_ = 0;
   // How long the compute stream waited for the reductions after backward, measured on the device: the
   // global timer at backward's end and after the last bucket's allreduce (clock_[0], clock_[1]), the sum
   // of the differences since the last totals (reduction_wait_, one double).
-  gpu::detail::DeviceMemory clock_, reduction_wait_;
+  cuda::DeviceMemory clock_, reduction_wait_;
   // Totals requested and not yet taken: each a pinned slot of {loss x images, images, hits, reduction
   // wait} that the compute stream fills, and an event after it. The trainer keeps at most two in flight.
   static constexpr int totals_slots = 4;
-  PinnedMemory host_totals_;
-  Event totals_copied_[totals_slots];
+  cuda::PinnedMemory host_totals_;
+  cuda::Event totals_copied_[totals_slots];
   struct RequestedTotals {
     int slot = 0;
     int64_t steps = 0;
@@ -160,9 +134,9 @@ class CudaEngine final : public Engine {
   bool marking_ = false, marks_copy_enqueued_ = false;
   int64_t mark_capacity_ = 0;  // steps
   size_t upload_bytes_ = 0;    // the last recorded step's batch
-  gpu::detail::DeviceMemory device_marks_;
-  PinnedMemory host_marks_;
-  Event marks_copied_, marks_zeroed_;
+  cuda::DeviceMemory device_marks_;
+  cuda::PinnedMemory host_marks_;
+  cuda::Event marks_copied_, marks_zeroed_;
   std::unique_ptr<cuda::DeviceClockProbe> clock_probe_;
   std::optional<cuda::DeviceClockOffset> clock_at_start_;
 };
@@ -172,15 +146,20 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
                           std::chrono::milliseconds timeout)
     : settings_(settings),
       timeout_(timeout),
-      compute_(make_stream()),
-      copy_(make_stream()),
+      compute_(cuda::make_stream()),
+      copy_(cuda::make_stream()),
+      communication_(cuda::make_stream(cuda::StreamPriority::highest)),
+      bucket_ready_(cuda::make_event()),
+      reduced_(cuda::make_event()),
       context_(compute_.get()),
       comm_(comm, timeout),
       model_(make_model<gpu::GpuResNet<T>>(settings, classes, context_)),
       // fp32 buckets, averaged by NCCL in fp32: each bucket's bf16 gradients are widened into the fp32
       // buffer on the compute stream just before its reduction starts.
-      reducer_(comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32, compute_.get(), timeout, ncclAvg,
-               [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
+      reducer_(comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
+               gpu::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(),
+                                                 reduced_.get()},
+               timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
   const ResNetPlan& p = model_.plan();
   const size_t image_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.height * p.width * 3);
@@ -188,31 +167,31 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
   for (int slot = 0; slot < 2; ++slot) {
     images_[slot] = make_device(sizeof(float) * image_values);
     labels_[slot] = make_device(sizeof(std::int32_t) * static_cast<size_t>(p.max_batch));
-    host_labels_[slot] = make_pinned(sizeof(std::int32_t) * static_cast<size_t>(p.max_batch));
-    uploaded_[slot] = make_event();
-    consumed_[slot] = make_event();
+    host_labels_[slot] = cuda::allocate_pinned(sizeof(std::int32_t) * static_cast<size_t>(p.max_batch));
+    uploaded_[slot] = cuda::make_event();
+    consumed_[slot] = cuda::make_event();
   }
   if constexpr (is_bf16) {
     model_images_ = make_device(sizeof(T) * image_values);
     float_logits_ = make_device(sizeof(float) * logit_values);
   }
   logits_ = make_device(sizeof(T) * logit_values);
-  host_logits_ = make_pinned(sizeof(float) * logit_values);
-  drained_ = make_event();
+  host_logits_ = cuda::allocate_pinned(sizeof(float) * logit_values);
+  drained_ = cuda::make_event();
   clock_ = make_device(sizeof(unsigned long long) * 2);
   reduction_wait_ = make_device(sizeof(double));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(reduction_wait_.get(), 0, sizeof(double), compute_.get()));
-  host_totals_ = make_pinned(sizeof(double) * 4 * totals_slots);
-  for (auto& event : totals_copied_) event = make_event();
+  host_totals_ = cuda::allocate_pinned(sizeof(double) * 4 * totals_slots);
+  for (auto& event : totals_copied_) event = cuda::make_event();
   if (settings.timeline) {
     StepMarkLayout layout;
     layout.buckets = model_.bucket_plan().buckets.size();
     mark_capacity_ = settings.timeline->steps();
     const size_t bytes = sizeof(unsigned long long) * static_cast<size_t>(mark_capacity_) * layout.per_step();
     device_marks_ = make_device(bytes);
-    host_marks_ = make_pinned(bytes);
-    marks_copied_ = make_event();
-    marks_zeroed_ = make_event();
+    host_marks_ = cuda::allocate_pinned(bytes);
+    marks_copied_ = cuda::make_event();
+    marks_zeroed_ = cuda::make_event();
     clock_probe_ = std::make_unique<cuda::DeviceClockProbe>();
   }
   reduce_once();
@@ -327,7 +306,7 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   // the compute stream wait for the reductions and add what it waited.
   auto* clock = static_cast<unsigned long long*>(clock_.get());
   cuda::record_device_time(compute_.get(), clock);
-  cuda::record_device_time(reducer_.communication_stream(), clock + 1);
+  cuda::record_device_time(communication_.get(), clock + 1);
   reducer_.finish();
   if (marked) mark(compute_.get(), layout.at(Mark::reductions_done));
   cuda::add_elapsed_seconds(compute_.get(), clock, clock + 1, static_cast<double*>(reduction_wait_.get()));
@@ -407,8 +386,8 @@ void CudaEngine<T>::record_steps(int64_t steps) {
     }
   });
   reducer_.set_bucket_hooks(BucketHooks{
-      [this](size_t bucket, size_t) { mark(reducer_.communication_stream(), cursor_.layout().bucket_start(bucket)); },
-      [this](size_t bucket, size_t) { mark(reducer_.communication_stream(), cursor_.layout().bucket_end(bucket)); }});
+      [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_start(bucket)); },
+      [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_end(bucket)); }});
 }
 
 template <typename T>

@@ -2,6 +2,7 @@
 #include "runtime/device_pinning.h"
 
 #include "kernels/cuda/device_probe.h"
+#include "kernels/cuda/handles.h"
 #include "runtime/data/host_memory.h"
 
 #include <cuda_runtime_api.h>
@@ -33,14 +34,15 @@ std::string pin_gpu(int index) {
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, index), "cudaGetDeviceProperties", index);
   constexpr int count = 1024;
-  int* device_values = nullptr;
-  check(cudaMalloc(reinterpret_cast<void**>(&device_values), count * sizeof(int)), "cudaMalloc", index);
+  void* allocated = nullptr;
+  check(cudaMalloc(&allocated, count * sizeof(int)), "cudaMalloc", index);
+  const ops::cuda::DeviceMemory memory(allocated);
+  int* device_values = ops::cuda::as<int>(memory);
   int host_values[count] = {};
   cudaError_t launched = launch_device_probe(device_values, count, index + 7, nullptr);
   cudaError_t copied = launched == cudaSuccess
                            ? cudaMemcpy(host_values, device_values, sizeof host_values, cudaMemcpyDeviceToHost)
                            : launched;
-  cudaFree(device_values);
   check(launched, "launch_device_probe", index);
   check(copied, "cudaMemcpy", index);
   for (int i = 0; i < count; ++i) {

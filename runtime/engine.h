@@ -1,8 +1,8 @@
 // What the trainer (runtime/trainer.h) drives: a model, its optimizer and its gradient reduction on one
-// backend. The CPU engine is CpuResNet + the MPI bucket reducer + the CPU optimizer (runtime/cpu_engine.h);
-// the CUDA engine is GpuResNet + the NCCL bucket reducer + the multi-tensor optimizer on the GPU
-// (runtime/cuda_engine.h). The trainer owns everything else: data, epochs, learning rate, metrics,
-// validation, checkpoints, stop requests, the model file.
+// backend. The CPU engine is CpuResNet (with the CPU optimizer and its momentum) + the MPI bucket reducer
+// (runtime/cpu_engine.h); the CUDA engine is GpuResNet (with the multi-tensor optimizer on the GPU and its
+// momentum) + the NCCL bucket reducer (runtime/cuda_engine.h). The trainer owns everything else: data,
+// epochs, learning rate, metrics, validation, checkpoints, stop requests, the model file.
 //
 // Waiting. Each call says what it may wait for. "Enqueues" means: on the CPU the work is done when the call
 // returns; on the GPU the step's work is queued on the device's streams and the call returns without

@@ -10,6 +10,8 @@
 // its shapes need (reserve_workspace) before it trains, so that running out of device memory is found when
 // the model is made, not in its first step.
 
+#include "kernels/cuda/handles.h"
+
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -32,13 +34,13 @@ class Context {
   // Binds new cuDNN and cuBLAS handles to stream (not owned; it must outlive the Context). The
   // current device at construction is the one the handles and the workspace belong to.
   explicit Context(cudaStream_t stream);
-  ~Context();
+  ~Context();  // out of line: ConvPlan is complete only in the .cu files
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   cudaStream_t stream() const { return stream_; }
-  cudnnHandle_t cudnn() const { return cudnn_; }
-  cublasHandle_t cublas() const { return cublas_; }
+  cudnnHandle_t cudnn() const { return cudnn_.get(); }
+  cublasHandle_t cublas() const { return cublas_.get(); }
 
   // A device buffer of at least bytes (256-byte aligned) for work enqueued on stream(). The pointer is
   // valid until the next call: growing frees the old buffer stream-ordered (cudaFreeAsync), so work
@@ -58,12 +60,17 @@ class Context {
   std::map<ConvPlanKey, std::unique_ptr<ConvPlan>>& conv_plans() { return conv_plans_; }
 
  private:
+  // The workspace replaced by one of `bytes` (the old one's free enqueued first, so the pool can reuse it).
+  void replace_workspace(std::size_t bytes);
+
+  // Destroyed in reverse: the plans, the workspace (in stream order), the handles, and last the cuBLAS
+  // workspace (cudaFree waits for the device: nothing uses it any more).
   cudaStream_t stream_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  void* workspace_ = nullptr;
+  DeviceMemory cublas_workspace_;
+  CudnnHandle cudnn_;
+  CublasHandle cublas_;
+  StreamOrderedMemory workspace_;
   std::size_t workspace_bytes_ = 0;
-  void* cublas_workspace_ = nullptr;
   std::map<ConvPlanKey, std::unique_ptr<ConvPlan>> conv_plans_;
 };
 

@@ -74,15 +74,25 @@ ConvAlgorithmChoice choose(const std::vector<Perf>& ranked, int returned, cudnnD
   return ConvAlgorithmChoice{static_cast<int>(fallback->algo), fallback->memory, false, fallback->mathType};
 }
 
-cudnnConvolutionDescriptor_t make_conv_descriptor(const Conv2dShape& s, cudnnDataType_t type) {
+CudnnConvolutionDescriptor make_conv_descriptor(const Conv2dShape& s, cudnnDataType_t type) {
   cudnnConvolutionDescriptor_t conv = nullptr;
   TRAIN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+  CudnnConvolutionDescriptor owned(conv);
   // Cross-correlation (no kernel flip), as PyTorch and the CPU reference; accumulation in fp32.
   TRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   const cudnnMathType_t math = type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   TRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math));
-  return conv;
+  return owned;
+}
+
+// An NHWC tensor descriptor of [n][h][w][c].
+CudnnTensorDescriptor make_tensor_descriptor(cudnnDataType_t type, int n, int c, int h, int w) {
+  cudnnTensorDescriptor_t descriptor = nullptr;
+  TRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&descriptor));
+  CudnnTensorDescriptor owned(descriptor);
+  TRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(descriptor, CUDNN_TENSOR_NHWC, type, n, c, h, w));
+  return owned;
 }
 
 // bf16: the direction's descriptor takes the math type its algorithm was ranked with (as cuDNN advises
@@ -93,21 +103,22 @@ void adopt_math_type(cudnnConvolutionDescriptor_t conv, cudnnDataType_t type, co
 
 std::unique_ptr<ConvPlan> make_plan(Context& context, const Conv2dShape& s, cudnnDataType_t type) {
   auto plan = std::make_unique<ConvPlan>();
-  TRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
-  TRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NHWC, type, s.n, s.in_c, s.h, s.w));
-  TRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
-  TRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NHWC, type, s.n, s.out_c, s.out_h(), s.out_w()));
-  TRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
+  plan->x = make_tensor_descriptor(type, s.n, s.in_c, s.h, s.w);
+  plan->y = make_tensor_descriptor(type, s.n, s.out_c, s.out_h(), s.out_w());
+  cudnnFilterDescriptor_t filter = nullptr;
+  TRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&filter));
+  plan->w.reset(filter);
   // NHWC filter format = KRSC: [out_c][kernel_h][kernel_w][in_c], our OHWI.
   TRAIN_CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(plan->w, type, CUDNN_TENSOR_NHWC, s.out_c, s.in_c, s.kernel_h, s.kernel_w));
+      cudnnSetFilter4dDescriptor(plan->w.get(), type, CUDNN_TENSOR_NHWC, s.out_c, s.in_c, s.kernel_h, s.kernel_w));
   plan->forward_conv = make_conv_descriptor(s, type);
   plan->backward_data_conv = make_conv_descriptor(s, type);
   plan->backward_filter_conv = make_conv_descriptor(s, type);
 
   // cuDNN must agree with our output size (it computes the same formula; a mismatch means a bug here).
   int n = 0, c = 0, h = 0, w = 0;
-  TRAIN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->forward_conv, plan->x, plan->w, &n, &c, &h, &w));
+  TRAIN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->forward_conv.get(), plan->x.get(), plan->w.get(), &n,
+                                                          &c, &h, &w));
   if (n != s.n || c != s.out_c || h != s.out_h() || w != s.out_w()) {
     throw std::logic_error("conv2d: cuDNN's output shape differs from Conv2dShape's");
   }
@@ -117,24 +128,26 @@ std::unique_ptr<ConvPlan> make_plan(Context& context, const Conv2dShape& s, cudn
     int max_count = 0, returned = 0;
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> ranked(static_cast<std::size_t>(max_count));
-    TRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x, plan->w, plan->forward_conv, plan->y,
-                                                             max_count, &returned, ranked.data()));
+    TRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(),
+                                                             plan->forward_conv.get(), plan->y.get(), max_count,
+                                                             &returned, ranked.data()));
     plan->forward = choose(ranked, returned, type, "forward", s);
-    adopt_math_type(plan->forward_conv, type, plan->forward);
+    adopt_math_type(plan->forward_conv.get(), type, plan->forward);
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        handle, plan->x, plan->w, plan->forward_conv, plan->y,
+        handle, plan->x.get(), plan->w.get(), plan->forward_conv.get(), plan->y.get(),
         static_cast<cudnnConvolutionFwdAlgo_t>(plan->forward.algorithm), &plan->forward.workspace_bytes));
   }
   {
     int max_count = 0, returned = 0;
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> ranked(static_cast<std::size_t>(max_count));
-    TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w, plan->y, plan->backward_data_conv,
-                                                                  plan->x, max_count, &returned, ranked.data()));
+    TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(),
+                                                                  plan->backward_data_conv.get(), plan->x.get(),
+                                                                  max_count, &returned, ranked.data()));
     plan->backward_data = choose(ranked, returned, type, "input-gradient", s);
-    adopt_math_type(plan->backward_data_conv, type, plan->backward_data);
+    adopt_math_type(plan->backward_data_conv.get(), type, plan->backward_data);
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        handle, plan->w, plan->y, plan->backward_data_conv, plan->x,
+        handle, plan->w.get(), plan->y.get(), plan->backward_data_conv.get(), plan->x.get(),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->backward_data.algorithm),
         &plan->backward_data.workspace_bytes));
   }
@@ -143,11 +156,12 @@ std::unique_ptr<ConvPlan> make_plan(Context& context, const Conv2dShape& s, cudn
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> ranked(static_cast<std::size_t>(max_count));
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        handle, plan->x, plan->y, plan->backward_filter_conv, plan->w, max_count, &returned, ranked.data()));
+        handle, plan->x.get(), plan->y.get(), plan->backward_filter_conv.get(), plan->w.get(), max_count, &returned,
+        ranked.data()));
     plan->backward_filter = choose(ranked, returned, type, "weight-gradient", s);
-    adopt_math_type(plan->backward_filter_conv, type, plan->backward_filter);
+    adopt_math_type(plan->backward_filter_conv.get(), type, plan->backward_filter);
     TRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        handle, plan->x, plan->y, plan->backward_filter_conv, plan->w,
+        handle, plan->x.get(), plan->y.get(), plan->backward_filter_conv.get(), plan->w.get(),
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->backward_filter.algorithm),
         &plan->backward_filter.workspace_bytes));
   }
@@ -178,9 +192,10 @@ void conv2d_forward(Context& context, const Conv2dShape& s, const T* x, const T*
   ConvPlan& plan = plan_for<T>(context, s);
   const float alpha = 1.0f, beta = 0.0f;
   void* workspace = workspace_for(context, plan.forward.workspace_bytes);
-  TRAIN_CUDNN_CHECK(cudnnConvolutionForward(context.cudnn(), &alpha, plan.x, x, plan.w, w, plan.forward_conv,
+  TRAIN_CUDNN_CHECK(cudnnConvolutionForward(context.cudnn(), &alpha, plan.x.get(), x, plan.w.get(), w,
+                                            plan.forward_conv.get(),
                                             static_cast<cudnnConvolutionFwdAlgo_t>(plan.forward.algorithm), workspace,
-                                            plan.forward.workspace_bytes, &beta, plan.y, y));
+                                            plan.forward.workspace_bytes, &beta, plan.y.get(), y));
 }
 
 template <typename T>
@@ -189,9 +204,9 @@ void conv2d_backward_input(Context& context, const Conv2dShape& s, const T* dy, 
   const float alpha = 1.0f, beta = 0.0f;
   void* workspace = workspace_for(context, plan.backward_data.workspace_bytes);
   TRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      context.cudnn(), &alpha, plan.w, w, plan.y, dy, plan.backward_data_conv,
+      context.cudnn(), &alpha, plan.w.get(), w, plan.y.get(), dy, plan.backward_data_conv.get(),
       static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.backward_data.algorithm), workspace,
-      plan.backward_data.workspace_bytes, &beta, plan.x, dx));
+      plan.backward_data.workspace_bytes, &beta, plan.x.get(), dx));
 }
 
 template <typename T>
@@ -200,9 +215,9 @@ void conv2d_backward_weight(Context& context, const Conv2dShape& s, const T* x, 
   const float alpha = 1.0f, beta = 0.0f;
   void* workspace = workspace_for(context, plan.backward_filter.workspace_bytes);
   TRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      context.cudnn(), &alpha, plan.x, x, plan.y, dy, plan.backward_filter_conv,
+      context.cudnn(), &alpha, plan.x.get(), x, plan.y.get(), dy, plan.backward_filter_conv.get(),
       static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.backward_filter.algorithm), workspace,
-      plan.backward_filter.workspace_bytes, &beta, plan.w, dw));
+      plan.backward_filter.workspace_bytes, &beta, plan.w.get(), dw));
 }
 
 template <typename T>

@@ -3,7 +3,7 @@
 // element type and kept in the Context: tensor/filter descriptors, and per direction (forward, input
 // gradient, weight gradient) a convolution descriptor, the chosen algorithm and its workspace size.
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/handles.h"
 
 #include <cudnn.h>
 
@@ -19,25 +19,12 @@ struct ConvAlgorithmChoice {
 };
 
 struct ConvPlan {
-  cudnnTensorDescriptor_t x = nullptr;   // input (and input gradient)
-  cudnnTensorDescriptor_t y = nullptr;   // output (and output gradient)
-  cudnnFilterDescriptor_t w = nullptr;   // weights (and weight gradient), KRSC = OHWI
+  CudnnTensorDescriptor x;  // input (and input gradient)
+  CudnnTensorDescriptor y;  // output (and output gradient)
+  CudnnFilterDescriptor w;  // weights (and weight gradient), KRSC = OHWI
   // One convolution descriptor per direction: each carries the math type its algorithm was chosen with.
-  cudnnConvolutionDescriptor_t forward_conv = nullptr, backward_data_conv = nullptr, backward_filter_conv = nullptr;
+  CudnnConvolutionDescriptor forward_conv, backward_data_conv, backward_filter_conv;
   ConvAlgorithmChoice forward, backward_data, backward_filter;
-
-  ConvPlan() = default;
-  ConvPlan(const ConvPlan&) = delete;
-  ConvPlan& operator=(const ConvPlan&) = delete;
-  ~ConvPlan() {
-    // Destruction must not throw: statuses are ignored here.
-    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
-    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
-    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
-    if (forward_conv != nullptr) cudnnDestroyConvolutionDescriptor(forward_conv);
-    if (backward_data_conv != nullptr) cudnnDestroyConvolutionDescriptor(backward_data_conv);
-    if (backward_filter_conv != nullptr) cudnnDestroyConvolutionDescriptor(backward_filter_conv);
-  }
 };
 
 }  // namespace train::ops::cuda

@@ -30,17 +30,14 @@ void add_elapsed_seconds(cudaStream_t stream, const unsigned long long* from, co
   TRAIN_CUDA_CHECK_LAUNCH();
 }
 
-DeviceClockProbe::DeviceClockProbe() {
-  TRAIN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(unsigned long long), cudaHostAllocMapped));
-  TRAIN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0));
-  int least = 0, greatest = 0;
-  TRAIN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  TRAIN_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+DeviceClockProbe::DeviceClockProbe()
+    : host_(allocate_pinned(sizeof(unsigned long long), cudaHostAllocMapped)),
+      stream_(make_stream(StreamPriority::highest)) {
+  TRAIN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_.get(), 0));
 }
 
 DeviceClockProbe::~DeviceClockProbe() {
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  if (host_ != nullptr && !abandoned_) cudaFreeHost(host_);
+  if (abandoned_) static_cast<void>(host_.release());  // the kernel may still come: the word stays allocated
 }
 
 std::optional<DeviceClockOffset> DeviceClockProbe::measure(int samples, std::chrono::milliseconds timeout) {
@@ -49,11 +46,11 @@ std::optional<DeviceClockOffset> DeviceClockProbe::measure(int samples, std::chr
     return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
   };
   std::optional<DeviceClockOffset> best;
-  volatile unsigned long long* word = host_;
+  volatile unsigned long long* word = as<unsigned long long>(host_);
   for (int i = 0; i < samples && !abandoned_; ++i) {
     *word = 0;
     const clock::time_point sent = clock::now();
-    write_global_timer<<<1, 1, 0, stream_>>>(device_);
+    write_global_timer<<<1, 1, 0, stream_.get()>>>(device_);
     TRAIN_CUDA_CHECK_LAUNCH();
     unsigned long long device_time = 0;
     while ((device_time = *word) == 0) {
@@ -71,7 +68,7 @@ std::optional<DeviceClockOffset> DeviceClockProbe::measure(int samples, std::chr
                                round_trip / 2};
     }
   }
-  if (!abandoned_) TRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));  // its last kernel has written: it is done
+  if (!abandoned_) TRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // its last kernel has written: it is done
   return best;
 }
 

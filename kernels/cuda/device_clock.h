@@ -4,6 +4,8 @@
 // reductions at the end of backward). The device's global timer counts nanoseconds (1 us resolution or
 // better on the GPUs we run on) and is the same for every stream of the device.
 
+#include "kernels/cuda/handles.h"
+
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -39,9 +41,9 @@ class DeviceClockProbe {
   std::optional<DeviceClockOffset> measure(int samples, std::chrono::milliseconds timeout);
 
  private:
-  unsigned long long* host_ = nullptr;    // mapped, pinned
+  PinnedMemory host_;                     // one word, mapped
   unsigned long long* device_ = nullptr;  // the same word as the device addresses it
-  cudaStream_t stream_ = nullptr;
+  Stream stream_;
   bool abandoned_ = false;  // a kernel that never reported may still write the word: it is never freed
 };
 

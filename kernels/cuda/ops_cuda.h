@@ -137,32 +137,29 @@ template <typename G>
 class SgdTensorTable {
  public:
   SgdTensorTable(Context& context, std::span<const SgdTensor<G>> tensors);
-  ~SgdTensorTable();
-  SgdTensorTable(const SgdTensorTable&) = delete;
-  SgdTensorTable& operator=(const SgdTensorTable&) = delete;
 
   int tensor_count() const { return tensor_count_; }
   int chunk_count() const { return chunk_count_; }
   // Per tensor, the trust ratio of the last LARS step (1 where LARS does not apply, and before any
   // LARS step): device floats.
-  const float* trust_ratios() const { return trust_; }
+  const float* trust_ratios() const { return trust(); }
   // False when some tensor has no momentum buffer (then only momentum == 0 steps are allowed).
   bool has_momentum_buffers() const { return momentum_buffers_; }
 
   // Device-side layout, used by optimizer.cu.
-  const void* device_tensors() const { return tensors_; }
-  const void* device_chunks() const { return chunks_; }
-  double* norm_partials() const { return norm_partials_; }
-  float* trust() const { return trust_; }
+  const void* device_tensors() const { return tensors_.get(); }
+  const void* device_chunks() const { return chunks_.get(); }
+  double* norm_partials() const { return as<double>(norm_partials_); }
+  float* trust() const { return as<float>(trust_); }
 
  private:
   int tensor_count_ = 0;
   int chunk_count_ = 0;
   bool momentum_buffers_ = true;
-  void* tensors_ = nullptr;
-  void* chunks_ = nullptr;
-  double* norm_partials_ = nullptr;
-  float* trust_ = nullptr;
+  DeviceMemory tensors_;
+  DeviceMemory chunks_;
+  DeviceMemory norm_partials_;
+  DeviceMemory trust_;
 };
 
 template <typename G>

@@ -156,41 +156,24 @@ SgdTensorTable<G>::SgdTensorTable(Context& context, std::span<const SgdTensor<G>
   chunk_count_ = static_cast<int>(chunks.size());
   // Setup time: plain allocations; the copies are ordered on the context's stream (whatever its flags)
   // and waited for, because the host vectors die with this constructor.
-  try {
-    TRAIN_CUDA_CHECK(cudaMalloc(&tensors_, sizeof(DeviceSgdTensor<G>) * std::max<std::size_t>(1, described.size())));
-    TRAIN_CUDA_CHECK(cudaMalloc(&chunks_, sizeof(OptimizerChunk) * std::max<std::size_t>(1, chunks.size())));
-    TRAIN_CUDA_CHECK(cudaMalloc(&norm_partials_, sizeof(double) * 2 * std::max<std::size_t>(1, chunks.size())));
-    TRAIN_CUDA_CHECK(cudaMalloc(&trust_, sizeof(float) * std::max<std::size_t>(1, described.size())));
-    if (!described.empty()) {
-      TRAIN_CUDA_CHECK(cudaMemcpyAsync(tensors_, described.data(), sizeof(DeviceSgdTensor<G>) * described.size(),
-                                       cudaMemcpyHostToDevice, context.stream()));
-    }
-    if (!chunks.empty()) {
-      TRAIN_CUDA_CHECK(cudaMemcpyAsync(chunks_, chunks.data(), sizeof(OptimizerChunk) * chunks.size(),
-                                       cudaMemcpyHostToDevice, context.stream()));
-    }
-    if (tensor_count_ > 0) {
-      fill_ones<<<static_cast<int>(plan::ceil_div(tensor_count_, 256)), 256, 0, context.stream()>>>(tensor_count_,
-                                                                                                     trust_);
-      TRAIN_CUDA_CHECK_LAUNCH();
-    }
-    TRAIN_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-  } catch (...) {
-    cudaFree(tensors_);
-    cudaFree(chunks_);
-    cudaFree(norm_partials_);
-    cudaFree(trust_);
-    throw;
+  tensors_ = allocate_device(sizeof(DeviceSgdTensor<G>) * std::max<std::size_t>(1, described.size()));
+  chunks_ = allocate_device(sizeof(OptimizerChunk) * std::max<std::size_t>(1, chunks.size()));
+  norm_partials_ = allocate_device(sizeof(double) * 2 * std::max<std::size_t>(1, chunks.size()));
+  trust_ = allocate_device(sizeof(float) * std::max<std::size_t>(1, described.size()));
+  if (!described.empty()) {
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(tensors_.get(), described.data(), sizeof(DeviceSgdTensor<G>) * described.size(),
+                                     cudaMemcpyHostToDevice, context.stream()));
   }
-}
-
-template <typename G>
-SgdTensorTable<G>::~SgdTensorTable() {
-  // cudaFree waits for the device; statuses are ignored (destructors must not throw).
-  cudaFree(tensors_);
-  cudaFree(chunks_);
-  cudaFree(norm_partials_);
-  cudaFree(trust_);
+  if (!chunks.empty()) {
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(chunks_.get(), chunks.data(), sizeof(OptimizerChunk) * chunks.size(),
+                                     cudaMemcpyHostToDevice, context.stream()));
+  }
+  if (tensor_count_ > 0) {
+    fill_ones<<<static_cast<int>(plan::ceil_div(tensor_count_, 256)), 256, 0, context.stream()>>>(tensor_count_,
+                                                                                                   trust());
+    TRAIN_CUDA_CHECK_LAUNCH();
+  }
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
 }
 
 template <typename G>

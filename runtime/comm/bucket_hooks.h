@@ -5,7 +5,7 @@
 // sees it complete (reducers test their requests between backward layers and in finish()). The NCCL reducer
 // calls both while enqueueing, in stream order on its communication stream: `started` after the stream's
 // wait for the bucket's gradients and before its ncclAllReduce, `finished` after it; a hook there records
-// a device timestamp on communication_stream(), never the host's clock.
+// a device timestamp on the communication stream, never the host's clock.
 #pragma once
 
 #include <cstddef>

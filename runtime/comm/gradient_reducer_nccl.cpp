@@ -20,81 +20,50 @@ size_t bytes_of(ncclDataType_t type) {
 }  // namespace
 
 NcclGradientReducer::NcclGradientReducer(const NcclCommunicator& comm, BucketPlan plan, void* gradients,
-                                         ncclDataType_t type, cudaStream_t compute, std::chrono::milliseconds timeout,
+                                         ncclDataType_t type, Streams streams, std::chrono::milliseconds timeout,
                                          ncclRedOp_t op, Prepare prepare)
-    : comm_(comm),
-      plan_(std::move(plan)),
+    : GradientReducer(std::move(plan), std::move(prepare)),
+      comm_(comm),
       gradients_(static_cast<char*>(gradients)),
       element_bytes_(bytes_of(type)),
       type_(type),
       op_(op),
-      prepare_(std::move(prepare)),
-      compute_(compute),
+      streams_(streams),
       timeout_(timeout) {
-  if (element_bytes_ != plan_.element_bytes) {
+  if (element_bytes_ != this->plan().element_bytes) {
     throw GpuError(fmt::format("NCCL gradient reducer: the buckets were sized for {}-byte elements, the buffer holds "
                                "{}-byte ones",
-                               plan_.element_bytes, element_bytes_));
+                               this->plan().element_bytes, element_bytes_));
   }
-  // Its own stream, so reductions overlap the compute stream's backward; a higher priority lets the
-  // small, latency-bound collectives start as soon as their bucket is ready.
-  int least = 0, greatest = 0;
-  TRAIN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  TRAIN_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
-  ready_.resize(plan_.buckets.size());
-  for (auto& event : ready_) TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  TRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
-  begin_step();
-}
-
-NcclGradientReducer::~NcclGradientReducer() {
-  // Errors are ignored here: the device may be in an error state after a failure, and this must not throw.
-  for (auto& event : ready_) cudaEventDestroy(event);
-  if (reduced_ != nullptr) cudaEventDestroy(reduced_);
-  if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
-}
-
-void NcclGradientReducer::begin_step() {
-  waiting_for_.assign(plan_.buckets.size(), 0);
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) waiting_for_[b] = static_cast<int>(plan_.buckets[b].tensors.size());
-  started_.assign(plan_.buckets.size(), false);
-}
-
-void NcclGradientReducer::tensor_ready(int tensor) {
-  const auto bucket = static_cast<size_t>(plan_.bucket_of_tensor.at(static_cast<size_t>(tensor)));
-  if (--waiting_for_[bucket] == 0) start_bucket(bucket);
+  if (streams_.compute == nullptr || streams_.communication == nullptr || streams_.ready == nullptr ||
+      streams_.reduced == nullptr) {
+    throw GpuError("NCCL gradient reducer: it needs a compute and a communication stream and two events");
+  }
 }
 
 void NcclGradientReducer::start_bucket(size_t bucket) {
-  const auto& b = plan_.buckets[bucket];
-  if (prepare_) prepare_(b.begin, b.end);
-  TRAIN_CUDA_CHECK(cudaEventRecord(ready_[bucket], compute_));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_[bucket], 0));
-  if (hooks_) hooks_.started(bucket, plan_.bytes(bucket));
+  const auto& b = plan().buckets[bucket];
+  TRAIN_CUDA_CHECK(cudaEventRecord(streams_.ready, streams_.compute));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(streams_.communication, streams_.ready, 0));
+  bucket_started(bucket);
   char* data = gradients_ + b.begin * element_bytes_;
-  const ncclResult_t result = ncclAllReduce(data, data, b.end - b.begin, type_, op_, comm_.get(), comm_stream_);
+  const ncclResult_t result =
+      ncclAllReduce(data, data, b.end - b.begin, type_, op_, comm_.get(), streams_.communication);
   if (result == ncclInProgress) {
     comm_.wait_ready(timeout_, "enqueueing a gradient bucket's allreduce");
   } else if (result != ncclSuccess) {
     throw_nccl_error(result, "ncclAllReduce (gradient bucket)", __FILE__, __LINE__);
   }
-  if (hooks_) hooks_.finished(bucket, plan_.bytes(bucket));
-  started_[bucket] = true;
+  bucket_finished(bucket);
 }
 
-void NcclGradientReducer::finish() {
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    if (!started_[b]) {
-      throw GpuError(fmt::format("rank {}: gradient bucket {} of {} never received all its gradients ({} missing)",
-                                 comm_.rank(), b, plan_.buckets.size(), waiting_for_[b]));
-    }
-  }
-  TRAIN_CUDA_CHECK(cudaEventRecord(reduced_, comm_stream_));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, reduced_, 0));
+void NcclGradientReducer::finish_buckets() {
+  TRAIN_CUDA_CHECK(cudaEventRecord(streams_.reduced, streams_.communication));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute, streams_.reduced, 0));
 }
 
 void NcclGradientReducer::wait(std::chrono::milliseconds timeout) const {
-  comm_.wait_for_event(reduced_, timeout, "the step's gradient allreduces");
+  comm_.wait_for_event(streams_.reduced, timeout, "the step's gradient allreduces");
 }
 
 }  // namespace train::gpu

@@ -11,37 +11,24 @@ CpuResNet<T>::CpuResNet(ResNetPlan plan, BucketPlan buckets) : Passes(std::move(
   const ResNetPlan& p = this->plan_;
   values_.assign(p.parameter_elements, T(0));
   gradients_.assign(this->buckets_.total_elements, T(0));
+  momentum_.assign(p.parameter_elements, T(0));
   float_buffers_.assign(p.float_buffer_elements, T(0));
-  layer_storage_.resize(p.layers.size());
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    const auto& layer = p.spec.layers[l];
-    if (layer.kind == LayerKind::batch_norm) {
-      const auto channels = static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.input)].c);
-      layer_storage_[l].save_mean.resize(channels);
-      layer_storage_[l].save_invstd.resize(channels);
-    } else if (layer.kind == LayerKind::max_pool) {
-      layer_storage_[l].argmax.resize(static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.output)].size()));
-    }
-  }
-  const size_t activations = p.max_shapes.size();
-  activation_storage_.resize(activations);
-  std::vector<T*> activation(activations, nullptr), gradient;
-  for (size_t a = 0; a < activations; ++a) {
-    if (p.storage_of[a] == static_cast<int>(a)) activation_storage_[a].resize(static_cast<size_t>(p.max_shapes[a].size()));
-  }
-  for (size_t a = 0; a < activations; ++a) activation[a] = activation_storage_[static_cast<size_t>(p.storage_of[a])].data();
-  gradient_storage_.reserve(p.gradient_buffers.size());
-  for (int64_t elements : p.gradient_buffers) {
-    gradient_storage_.emplace_back(static_cast<size_t>(elements));
-    gradient.push_back(gradient_storage_.back().data());
-  }
-  scratch_storage_.resize(static_cast<size_t>(p.largest_activation));
-  this->bind_storage(std::move(activation), std::move(gradient), scratch_storage_.data());
+  input_ = allocate<T>(static_cast<size_t>(p.max_shapes[0].size()));
+  saved_ = this->template allocate_storage<T>();
 }
 
 template <typename T>
 void CpuResNet<T>::initialize(uint64_t seed) {
   initialize_resnet(this->plan_, seed, values_.data(), float_buffers_.data(), this->tracked_.data());
+  std::fill(momentum_.begin(), momentum_.end(), T(0));
+}
+
+// The table is built for each step (a few hundred entries): the values may have been replaced since.
+template <typename T>
+void CpuResNet<T>::sgd_step(const ops::SgdOptions& options) {
+  const std::vector<ops::SgdTensor<T>> tensors =
+      this->template optimizer_tensors<ops::SgdTensor<T>>(values_.data(), gradients_.data(), momentum_.data());
+  ops::sgd_step<T>(tensors, options);
 }
 
 template <typename T>
@@ -58,29 +45,29 @@ template <typename T>
 void CpuResNet<T>::bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu,
                                     T* y) {
   const LayerPlan& layer = this->plan_.layers[l];
-  LayerStorage& saved = layer_storage_[l];
+  const auto& saved = saved_[l];
   if (relu) {
     ops::batch_norm_relu_forward_train(rows, channels, x, shortcut, parameter_data(layer.weight),
                                        parameter_data(layer.bias), T(bn_epsilon), T(bn_momentum),
                                        buffer_data(layer.running_mean), buffer_data(layer.running_var), y,
-                                       saved.save_mean.data(), saved.save_invstd.data());
+                                       saved.mean, saved.invstd);
   } else {
     ops::batch_norm_forward_train(rows, channels, x, parameter_data(layer.weight), parameter_data(layer.bias),
                                   T(bn_epsilon), T(bn_momentum), buffer_data(layer.running_mean),
-                                  buffer_data(layer.running_var), y, saved.save_mean.data(), saved.save_invstd.data());
+                                  buffer_data(layer.running_var), y, saved.mean, saved.invstd);
   }
 }
 
 template <typename T>
 void CpuResNet<T>::bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx) {
   const LayerPlan& layer = this->plan_.layers[l];
-  const LayerStorage& saved = layer_storage_[l];
+  const auto& saved = saved_[l];
   if (relu_y != nullptr) {
-    ops::batch_norm_relu_backward(rows, channels, x, relu_y, dy, parameter_data(layer.weight), saved.save_mean.data(),
-                                  saved.save_invstd.data(), dx, gradient_data(layer.weight), gradient_data(layer.bias));
+    ops::batch_norm_relu_backward(rows, channels, x, relu_y, dy, parameter_data(layer.weight), saved.mean,
+                                  saved.invstd, dx, gradient_data(layer.weight), gradient_data(layer.bias));
   } else {
-    ops::batch_norm_backward(rows, channels, x, dy, parameter_data(layer.weight), saved.save_mean.data(),
-                             saved.save_invstd.data(), dx, gradient_data(layer.weight), gradient_data(layer.bias));
+    ops::batch_norm_backward(rows, channels, x, dy, parameter_data(layer.weight), saved.mean,
+                             saved.invstd, dx, gradient_data(layer.weight), gradient_data(layer.bias));
   }
 }
 

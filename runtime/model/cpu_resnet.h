@@ -1,9 +1,10 @@
 // ResNet on the CPU in T (float for training; double to check the model against PyTorch's float64 without
 // the noise of fp32 rounding flipping a ReLU or a max-pool winner): the storage of a ResNetPlan and the
 // kernels of kernels/ops.h; the layer walk is ResNetPasses'. It owns the parameters (conv weights in
-// OHWI), the flat gradient buffer laid out by the bucket plan it is given, the BN buffers and the
-// activations of one batch. Backward reports every parameter gradient the moment it is written, so the
-// gradient buckets can start reducing while backward goes on.
+// OHWI), the flat gradient buffer laid out by the bucket plan it is given, the optimizer's momentum, the
+// BN buffers and the activations of one batch, as its twin GpuResNet does on the device. Backward reports
+// every parameter gradient the moment it is written, so the gradient buckets can start reducing while
+// backward goes on.
 #pragma once
 
 #include "runtime/comm/gradient_buckets.h"
@@ -11,9 +12,13 @@
 #include "runtime/model/resnet_passes.h"
 #include "runtime/model/resnet_plan.h"
 
+#include "kernels/ops.h"
+
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace train {
@@ -27,7 +32,7 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
   // Activations are sized for plan.max_batch images; `buckets` lays out the gradients.
   CpuResNet(ResNetPlan plan, BucketPlan buckets);
 
-  // torchvision's default initialisation (initialize_resnet).
+  // torchvision's default initialisation (initialize_resnet); momentum zero.
   void initialize(uint64_t seed);
 
   struct StepResult {
@@ -43,11 +48,16 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
   // Forward in inference mode (running statistics) into logits [batch][classes].
   void infer(const T* images, int batch, T* logits);
 
+  // One optimizer step over every parameter (ops::sgd_step) with the gradients as they are now (after the
+  // reduction): weight decay where TensorSpec::decays() (conv and fc weights), momentum kept here.
+  void sgd_step(const ops::SgdOptions& options);
+
   // Parameter p (forward numbering): values (conv weights OHWI) and gradient.
   T* parameter_data(int p) { return values_.data() + this->plan_.parameters[static_cast<size_t>(p)].offset; }
   T* gradient_data(int p) { return gradients_.data() + this->gradient_offset(p); }
   std::vector<T>& all_values() { return values_; }
   std::vector<T>& all_gradients() { return gradients_; }
+  std::vector<T>& all_momentum() { return momentum_; }  // laid out as the parameters
   std::vector<T>& all_buffers() { return float_buffers_; }  // laid out by plan().buffer_offset
   // BN running_mean / running_var by spec index.
   T* buffer_data(int spec_index) { return float_buffers_.data() + this->plan_.buffer_offset.at(static_cast<size_t>(spec_index)); }
@@ -59,8 +69,8 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
  private:
   // The op calls of ResNetPasses (its header lists them): kernels/ops.h on this model's storage.
   const T* take_input(const T* images, int64_t elements) {
-    std::copy(images, images + elements, activation_storage_[0].data());
-    return activation_storage_[0].data();
+    std::copy(images, images + elements, input_);
+    return input_;
   }
   void conv_forward(const LayerPlan& l, const ops::Conv2dShape& s, const T* x, T* y) {
     ops::conv2d_forward(s, x, parameter_data(l.weight), y);
@@ -82,10 +92,10 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
   void add(int64_t n, const T* a, const T* b, T* y) { ops::add(n, a, b, y); }
   void copy(int64_t n, const T* x, T* y) { std::copy(x, x + n, y); }
   void max_pool_forward(size_t l, const ops::Pool2dShape& s, const T* x, T* y) {
-    ops::max_pool_forward(s, x, y, layer_storage_[l].argmax.data());
+    ops::max_pool_forward(s, x, y, saved_[l].argmax);
   }
   void max_pool_backward(size_t l, const ops::Pool2dShape& s, const T* dy, T* dx) {
-    ops::max_pool_backward(s, dy, layer_storage_[l].argmax.data(), dx);
+    ops::max_pool_backward(s, dy, saved_[l].argmax, dx);
   }
   void avg_pool_forward(int n, int hw, int c, const T* x, T* y) { ops::global_avg_pool_forward(n, hw, c, x, y); }
   void avg_pool_backward(int n, int hw, int c, const T* dy, T* dx) { ops::global_avg_pool_backward(n, hw, c, dy, dx); }
@@ -97,14 +107,17 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
                                   gradient_data(l.bias));
   }
 
-  struct LayerStorage {
-    std::vector<T> save_mean, save_invstd;  // BN
-    std::vector<int32_t> argmax;            // max pool
-  };
-  std::vector<T> values_, gradients_, float_buffers_;
-  std::vector<LayerStorage> layer_storage_;
-  std::vector<std::vector<T>> activation_storage_, gradient_storage_;
-  std::vector<T> scratch_storage_;
+  // The passes' storage (ResNetPasses::allocate_storage): zeroed, kept as long as the model.
+  template <typename U>
+  U* allocate(size_t elements) {
+    storage_.push_back(std::make_unique<std::byte[]>(sizeof(U) * elements));
+    return reinterpret_cast<U*>(storage_.back().get());
+  }
+
+  std::vector<T> values_, gradients_, momentum_, float_buffers_;
+  std::vector<std::unique_ptr<std::byte[]>> storage_;
+  std::vector<typename Passes::template SavedForBackward<T>> saved_;  // by layer
+  T* input_ = nullptr;  // the images, copied in (activation 0)
 };
 
 extern template class CpuResNet<float>;

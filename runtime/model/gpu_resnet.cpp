@@ -15,24 +15,6 @@
 
 namespace train::gpu {
 
-namespace detail {
-void DeviceFree::operator()(void* pointer) const noexcept {
-  // cudaFree waits for the device; a destructor cannot report a failure.
-  if (pointer != nullptr) cudaFree(pointer);
-}
-
-void* device_malloc_or_null(size_t bytes) {
-  void* pointer = nullptr;
-  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear it: the caller reports and the process goes on to exit cleanly
-    return nullptr;
-  }
-  TRAIN_CUDA_CHECK(status);
-  return pointer;
-}
-}  // namespace detail
-
 namespace {
 
 namespace cuda = ops::cuda;
@@ -50,16 +32,16 @@ float bf16_to_float(std::uint16_t bits) {
 }  // namespace
 
 template <typename T>
-void* GpuResNet<T>::allocate(size_t bytes) {
-  void* pointer = detail::device_malloc_or_null(bytes);
-  if (pointer == nullptr) {
+void* GpuResNet<T>::allocate_bytes(size_t bytes) {
+  cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
+  if (!memory) {
     throw DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
                                         static_cast<double>(bytes) / (1 << 30),
                                         static_cast<double>(device_bytes_) / (1 << 30)));
   }
-  memory_.emplace_back(pointer);
+  memory_.push_back(std::move(memory));
   device_bytes_ += bytes;
-  return pointer;
+  return memory_.back().get();
 }
 
 template <typename T>
@@ -67,51 +49,25 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
     : Passes(std::move(plan), std::move(buckets)), context_(context) {
   const ResNetPlan& p = this->plan_;
   const size_t parameters = p.parameter_elements;
-  master_ = static_cast<float*>(allocate(sizeof(float) * parameters));
+  master_ = allocate<float>(parameters);
   if constexpr (std::is_same_v<T, float>) {
     weights_ = master_;
   } else {
-    weights_ = static_cast<T*>(allocate(sizeof(T) * parameters));
-    bn_gradient_scratch_ = static_cast<float*>(allocate(sizeof(float) * 2 * static_cast<size_t>(p.max_bn_channels)));
+    weights_ = allocate<T>(parameters);
+    bn_gradient_scratch_ = allocate<float>(2 * static_cast<size_t>(p.max_bn_channels));
   }
-  gradients_ = static_cast<T*>(allocate(sizeof(T) * this->buckets_.total_elements));
+  gradients_ = allocate<T>(this->buckets_.total_elements);
   if constexpr (std::is_same_v<T, float>) {
     reduced_ = gradients_;
   } else {
-    reduced_ = static_cast<float*>(allocate(sizeof(float) * this->buckets_.total_elements));
+    reduced_ = allocate<float>(this->buckets_.total_elements);
   }
-  momentum_ = static_cast<float*>(allocate(sizeof(float) * parameters));
-  buffers_ = static_cast<float*>(allocate(sizeof(float) * p.float_buffer_elements));
-  loss_ = static_cast<float*>(allocate(sizeof(float)));
-  correct_ = static_cast<std::int32_t*>(allocate(sizeof(std::int32_t)));
-  totals_ = static_cast<double*>(allocate(sizeof(double) * 3));
-
-  layer_storage_.resize(p.layers.size());
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    const auto& layer = p.spec.layers[l];
-    if (layer.kind == LayerKind::batch_norm) {
-      const auto channels = static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.input)].c);
-      auto* saved = static_cast<float*>(allocate(sizeof(float) * 2 * channels));
-      layer_storage_[l].save_mean = saved;
-      layer_storage_[l].save_invstd = saved + channels;
-    } else if (layer.kind == LayerKind::max_pool) {
-      const auto elements = static_cast<size_t>(p.max_shapes[static_cast<size_t>(layer.output)].size());
-      layer_storage_[l].argmax = static_cast<std::int32_t*>(allocate(sizeof(std::int32_t) * elements));
-    }
-  }
-
-  // Activation storage (index 0, the images, is the caller's), fused-away outputs in the storage of the
-  // ReLU output they are fused into (the plan's storage_of); the plan's gradient buffers.
-  const size_t activations = p.max_shapes.size();
-  std::vector<T*> activation(activations, nullptr), gradient;
-  for (size_t a = 1; a < activations; ++a) {
-    const auto size = static_cast<size_t>(p.max_shapes[a].size());
-    if (p.storage_of[a] == static_cast<int>(a)) activation[a] = static_cast<T*>(allocate(sizeof(T) * size));
-  }
-  for (int64_t elements : p.gradient_buffers) gradient.push_back(static_cast<T*>(allocate(sizeof(T) * static_cast<size_t>(elements))));
-  for (size_t a = 1; a < activations; ++a) activation[a] = activation[static_cast<size_t>(p.storage_of[a])];
-  T* scratch = static_cast<T*>(allocate(sizeof(T) * static_cast<size_t>(p.largest_activation)));
-  this->bind_storage(std::move(activation), std::move(gradient), scratch);
+  momentum_ = allocate<float>(parameters);
+  buffers_ = allocate<float>(p.float_buffer_elements);
+  loss_ = allocate<float>(1);
+  correct_ = allocate<std::int32_t>(1);
+  totals_ = allocate<double>(3);
+  saved_ = this->template allocate_storage<float>();  // activation 0, the images, is the caller's
 
   // Initial contents: zero parameters, gradients and momentum; running statistics 0 and 1 (torchvision's).
   cudaStream_t stream = context_.stream();
@@ -137,19 +93,13 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context&
   }
   copy_to_device(buffers_, initial_buffers.data(), sizeof(float) * initial_buffers.size());
 
-  // The optimizer's table: every parameter, its gradient in the bucket layout, its momentum, and (bf16) the
-  // copy the passes read. Uploaded once; the constructor of the table synchronises.
-  std::vector<cuda::SgdTensor<T>> tensors;
-  tensors.reserve(this->parameters_.size());
-  for (const auto& parameter : this->parameters_) {
-    cuda::SgdTensor<T> tensor;
-    tensor.param = master_ + parameter.offset;
-    tensor.grad = reduced_ + parameter.gradient_offset;
-    tensor.momentum_buffer = momentum_ + parameter.offset;
-    tensor.param_copy = std::is_same_v<T, float> ? nullptr : weights_ + parameter.offset;
-    tensor.count = parameter.count;
-    tensor.weight_decay = p.spec.tensors[static_cast<size_t>(parameter.spec_index)].decays();
-    tensors.push_back(tensor);
+  // The optimizer's table (the fp32 master weights, the fp32 gradients it reads, the momentum) and, with
+  // T = bf16, the copy the passes read, rewritten by every update. Uploaded once; the table's constructor
+  // synchronises.
+  std::vector<cuda::SgdTensor<T>> tensors =
+      this->template optimizer_tensors<cuda::SgdTensor<T>>(master_, reduced_, momentum_);
+  if constexpr (!std::is_same_v<T, float>) {
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].param_copy = weights_ + this->parameters_[i].offset;
   }
   sgd_table_ = std::make_unique<cuda::SgdTensorTable<T>>(context_, std::span<const cuda::SgdTensor<T>>(tensors));
 
@@ -318,17 +268,17 @@ template <typename T>
 void GpuResNet<T>::bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu,
                                     T* y) {
   const LayerPlan& layer = this->plan_.layers[l];
-  const LayerStorage& saved = layer_storage_[l];
+  const auto& saved = saved_[l];
   const float* gamma = master_data(layer.weight);
   const float* beta = master_data(layer.bias);
   if (relu) {
     cuda::batch_norm_relu_forward_train<T>(context_, rows, channels, x, shortcut, gamma, beta, bn_eps, bn_mom,
-                                           buffer(layer.running_mean), buffer(layer.running_var), y, saved.save_mean,
-                                           saved.save_invstd);
+                                           buffer(layer.running_mean), buffer(layer.running_var), y, saved.mean,
+                                           saved.invstd);
   } else {
     cuda::batch_norm_forward_train<T>(context_, rows, channels, x, gamma, beta, bn_eps, bn_mom,
-                                      buffer(layer.running_mean), buffer(layer.running_var), y, saved.save_mean,
-                                      saved.save_invstd);
+                                      buffer(layer.running_mean), buffer(layer.running_var), y, saved.mean,
+                                      saved.invstd);
   }
 }
 
@@ -341,7 +291,7 @@ void GpuResNet<T>::bn_forward_inference(const LayerPlan& layer, int64_t rows, in
 template <typename T>
 void GpuResNet<T>::bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx) {
   const LayerPlan& layer = this->plan_.layers[l];
-  const LayerStorage& saved = layer_storage_[l];
+  const auto& saved = saved_[l];
   // The ops write dgamma/dbeta in fp32: straight into the gradient buffer when T is float, else into
   // scratch and cast into the bf16 buffer.
   float* dgamma;
@@ -355,10 +305,10 @@ void GpuResNet<T>::bn_backward(size_t l, int64_t rows, int channels, const T* x,
   }
   if (relu_y != nullptr) {
     cuda::batch_norm_relu_backward<T>(context_, rows, channels, x, relu_y, dy, master_data(layer.weight),
-                                      saved.save_mean, saved.save_invstd, dx, dgamma, dbeta);
+                                      saved.mean, saved.invstd, dx, dgamma, dbeta);
   } else {
-    cuda::batch_norm_backward<T>(context_, rows, channels, x, dy, master_data(layer.weight), saved.save_mean,
-                                 saved.save_invstd, dx, dgamma, dbeta);
+    cuda::batch_norm_backward<T>(context_, rows, channels, x, dy, master_data(layer.weight), saved.mean,
+                                 saved.invstd, dx, dgamma, dbeta);
   }
   if constexpr (!std::is_same_v<T, float>) {
     cuda::cast<float, T>(context_, channels, dgamma, gradient_data(layer.weight));
@@ -388,12 +338,12 @@ void GpuResNet<T>::copy(int64_t n, const T* x, T* y) {
 
 template <typename T>
 void GpuResNet<T>::max_pool_forward(size_t l, const ops::Pool2dShape& shape, const T* x, T* y) {
-  cuda::max_pool_forward<T>(context_, shape, x, y, layer_storage_[l].argmax);
+  cuda::max_pool_forward<T>(context_, shape, x, y, saved_[l].argmax);
 }
 
 template <typename T>
 void GpuResNet<T>::max_pool_backward(size_t l, const ops::Pool2dShape& shape, const T* dy, T* dx) {
-  cuda::max_pool_backward<T>(context_, shape, dy, layer_storage_[l].argmax, dx);
+  cuda::max_pool_backward<T>(context_, shape, dy, saved_[l].argmax, dx);
 }
 
 template <typename T>

@@ -38,6 +38,7 @@
 #pragma once
 
 #include "kernels/cuda/device_out_of_memory.h"
+#include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_buckets.h"
 #include "runtime/model/model_state.h"
@@ -55,16 +56,6 @@ namespace train::gpu {
 
 // The GPU has too little memory for what was asked (the model at its largest batch, a workspace).
 using DeviceOutOfMemory = ops::cuda::DeviceOutOfMemory;
-
-namespace detail {
-struct DeviceFree {
-  void operator()(void* pointer) const noexcept;
-};
-using DeviceMemory = std::unique_ptr<void, DeviceFree>;
-// cudaMalloc of `bytes` (at least 1): null when the GPU has no room left (the error cleared, so that the
-// caller can say what did not fit); any other failure throws GpuError.
-void* device_malloc_or_null(size_t bytes);
-}  // namespace detail
 
 template <typename T>
 class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
@@ -169,14 +160,19 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   void fc_forward(const LayerPlan& layer, int n, int in, int out, const T* x, T* y);
   void fc_backward(const LayerPlan& layer, int n, int in, int out, const T* x, const T* dy, T* dx);
 
-  void* allocate(size_t bytes);
+  // Device memory for the model's life (counted in device_bytes()); throws DeviceOutOfMemory.
+  void* allocate_bytes(size_t bytes);
+  template <typename U>
+  U* allocate(size_t elements) {  // also the passes' storage (ResNetPasses::allocate_storage)
+    return static_cast<U*>(allocate_bytes(sizeof(U) * elements));
+  }
   float* buffer(int spec_index) { return buffers_ + this->plan_.buffer_offset.at(static_cast<size_t>(spec_index)); }
   void copy_to_device(void* device, const void* host, size_t bytes);
   void copy_to_host(void* host, const void* device, size_t bytes) const;
   std::vector<float> download_floats(const float* device, size_t count) const;
 
   ops::cuda::Context& context_;
-  std::vector<detail::DeviceMemory> memory_;  // everything this model allocated
+  std::vector<ops::cuda::DeviceMemory> memory_;  // everything this model allocated
   size_t device_bytes_ = 0;
 
   float* master_ = nullptr;     // fp32 parameters [parameter_elements]
@@ -189,12 +185,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   float* loss_ = nullptr;
   std::int32_t* correct_ = nullptr;
   double* totals_ = nullptr;  // accumulate_totals' sums since copy_totals_async()
-  struct LayerStorage {
-    float* save_mean = nullptr;  // BN
-    float* save_invstd = nullptr;
-    std::int32_t* argmax = nullptr;  // max pool
-  };
-  std::vector<LayerStorage> layer_storage_;
+  std::vector<typename Passes::template SavedForBackward<float>> saved_;  // by layer
   std::unique_ptr<ops::cuda::SgdTensorTable<T>> sgd_table_;
 };
 

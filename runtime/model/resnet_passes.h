@@ -4,6 +4,7 @@
 // backend's kernels, as Caffe's layers have CPU and GPU twins behind one interface.
 //
 // What the Model must provide (called with this step's shapes; every pointer is the model's storage):
+//   U* allocate<U>(elements)                                    storage, for allocate_storage (below)
 //   const T* take_input(const T* images, int64_t elements)      the images as activation 0
 //   conv_forward(layer, shape, x, y), conv_backward_weight(layer, shape, x, dy) (into layer.weight's
 //   gradient), conv_backward_input(layer, shape, dy, dx)
@@ -79,13 +80,30 @@ class ResNetPasses {
     }
   }
 
-  // The model's storage: every activation (by plan.storage_of, index 0 set by take_input), every gradient
-  // buffer of the plan (plan.gradient_buffers), and scratch of the largest activation.
-  void bind_storage(std::vector<T*> activations, std::vector<T*> gradients, T* scratch) {
-    activation_ = std::move(activations);
-    gradient_buffer_ = std::move(gradients);
-    scratch_ = scratch;
-  }
+  // What training saves for backward in a layer: a batch norm's batch statistics (S: the model's type for
+  // them), a max pool's argmax.
+  template <typename S>
+  struct SavedForBackward {
+    S* mean = nullptr;
+    S* invstd = nullptr;
+    std::int32_t* argmax = nullptr;
+  };
+
+  // Takes the passes' storage from the model, for plan.max_batch images, and binds it: every activation
+  // with storage of its own (plan.storage_of: a fused-away output lives in the storage of the ReLU output
+  // it is fused into), every gradient buffer of the plan, the scratch of the largest activation, and per
+  // layer what training saves for backward (returned). The images (activation 0) are the model's own
+  // business: take_input gives them. The model answers `allocate<U>(elements)` with memory for `elements`
+  // values of U that lives as long as it does (nothing here reads what it has not written).
+  template <typename S>
+  std::vector<SavedForBackward<S>> allocate_storage();
+
+  // The optimizer's table, built from the plan for both models (ops::SgdTensor<T> on the CPU,
+  // ops::cuda::SgdTensor<T> on the GPU): every parameter in forward order, its values and momentum at its
+  // offset in the parameter store, its gradient at its offset in the gradient buffer (the bucket layout),
+  // its count, and whether it takes weight decay (TensorSpec::decays: conv and fc weights).
+  template <typename Tensor, typename V, typename G>
+  std::vector<Tensor> optimizer_tensors(V* values, const G* gradients, V* momentum) const;
 
   size_t gradient_offset(int p) const { return parameters_[static_cast<size_t>(p)].gradient_offset; }
   const T* logits() const { return activation_.back(); }
@@ -139,6 +157,55 @@ class ResNetPasses {
   T* scratch_ = nullptr;
   PassMarks pass_marks_;
 };
+
+template <typename Model, typename T>
+template <typename S>
+std::vector<typename ResNetPasses<Model, T>::template SavedForBackward<S>> ResNetPasses<Model, T>::allocate_storage() {
+  std::vector<SavedForBackward<S>> saved(plan_.layers.size());
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    const auto& layer = plan_.spec.layers[l];
+    if (layer.kind == LayerKind::batch_norm) {
+      const auto channels = static_cast<size_t>(plan_.max_shapes[static_cast<size_t>(layer.input)].c);
+      S* statistics = model().template allocate<S>(2 * channels);
+      saved[l].mean = statistics;
+      saved[l].invstd = statistics + channels;
+    } else if (layer.kind == LayerKind::max_pool) {
+      const auto elements = static_cast<size_t>(plan_.max_shapes[static_cast<size_t>(layer.output)].size());
+      saved[l].argmax = model().template allocate<std::int32_t>(elements);
+    }
+  }
+  const size_t activations = plan_.max_shapes.size();
+  activation_.assign(activations, nullptr);
+  for (size_t a = 1; a < activations; ++a) {
+    if (plan_.storage_of[a] == static_cast<int>(a)) {
+      activation_[a] = model().template allocate<T>(static_cast<size_t>(plan_.max_shapes[a].size()));
+    }
+  }
+  for (size_t a = 1; a < activations; ++a) activation_[a] = activation_[static_cast<size_t>(plan_.storage_of[a])];
+  gradient_buffer_.clear();
+  for (int64_t elements : plan_.gradient_buffers) {
+    gradient_buffer_.push_back(model().template allocate<T>(static_cast<size_t>(elements)));
+  }
+  scratch_ = model().template allocate<T>(static_cast<size_t>(plan_.largest_activation));
+  return saved;
+}
+
+template <typename Model, typename T>
+template <typename Tensor, typename V, typename G>
+std::vector<Tensor> ResNetPasses<Model, T>::optimizer_tensors(V* values, const G* gradients, V* momentum) const {
+  std::vector<Tensor> tensors;
+  tensors.reserve(parameters_.size());
+  for (const Parameter& parameter : parameters_) {
+    Tensor tensor;
+    tensor.param = values + parameter.offset;
+    tensor.grad = gradients + parameter.gradient_offset;
+    tensor.momentum_buffer = momentum + parameter.offset;
+    tensor.count = parameter.count;
+    tensor.weight_decay = plan_.spec.tensors[static_cast<size_t>(parameter.spec_index)].decays();
+    tensors.push_back(tensor);
+  }
+  return tensors;
+}
 
 template <typename Model, typename T>
 void ResNetPasses<Model, T>::set_batch(int batch) {

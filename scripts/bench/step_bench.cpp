@@ -24,13 +24,6 @@ int main(int argc, char** argv) {
   BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
   CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(1);
-  std::vector<float> momentum(model.all_values().size(), 0.0f);
-  std::vector<ops::SgdTensor<float>> tensors;
-  for (int p = 0; p < model.parameter_tensors(); ++p) {
-    const auto& parameter = model.parameters()[static_cast<size_t>(p)];
-    tensors.push_back({model.parameter_data(p), model.gradient_data(p), momentum.data() + parameter.offset,
-                       parameter.count, model.spec().tensors[static_cast<size_t>(parameter.spec_index)].decays()});
-  }
   std::mt19937 generator(1);
   std::normal_distribution<float> normal;
   std::vector<float> images(static_cast<size_t>(batch) * size * size * 3);
@@ -42,7 +35,7 @@ int main(int argc, char** argv) {
   options.weight_decay = 1e-4;
   auto step = [&] {
     model.train_step(images.data(), labels.data(), batch, 0.0f, 1.0f, [](int) {}, [] {});
-    ops::sgd_step<float>(tensors, options);
+    model.sgd_step(options);
   };
   // CPU time of all threads next to wall time: on a machine shared with other work, wall time counts the
   // time others hold the cores; with OMP_NUM_THREADS=1 the CPU time is this program's own work.

@@ -73,13 +73,9 @@ std::vector<float> representable(std::vector<float> values) {
 template <typename T>
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(std::size_t count) : count_(count) {
-    TRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), sizeof(T) * (count == 0 ? 1 : count)));
-  }
+  explicit DeviceBuffer(std::size_t count)
+      : count_(count), memory_(ops::cuda::allocate_device(sizeof(T) * count)), data_(ops::cuda::as<T>(memory_)) {}
   DeviceBuffer(std::size_t count, const std::vector<float>& values) : DeviceBuffer(count) { upload(values); }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   T* get() const { return data_; }
   std::size_t size() const { return count_; }
@@ -115,8 +111,9 @@ class DeviceBuffer {
   }
 
  private:
-  T* data_ = nullptr;
   std::size_t count_ = 0;
+  ops::cuda::DeviceMemory memory_;
+  T* data_ = nullptr;
 };
 
 // ---- random data ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 //
 // IMAGES holds "images" [N, H, W, 3] float32 (NHWC, normalised as train normalises); OUT gets "logits"
 // [N, CLASSES] float32. Exit 0 on success, 1 on an error (printed), 2 when no GPU is visible.
+#include "kernels/cuda/handles.h"
 #include "runtime/comm/gradient_buckets.h"
 #include "runtime/model/gpu_resnet.h"
 #include "runtime/model/model_state.h"
@@ -45,38 +46,33 @@ std::vector<float> infer(int depth, int classes, const train::model_io::Safetens
   train::import_model_state(plan, model.tensors, state.parameters.data(), state.float_buffers.data(),
                             state.tracked.data());
 
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  namespace cuda = train::ops::cuda;
+  const cuda::Stream owned_stream = cuda::make_stream();
+  cudaStream_t stream = owned_stream.get();
   std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(classes));
   {
-    train::ops::cuda::Context context(stream);
+    cuda::Context context(stream);
     train::BucketPlan buckets = train::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
     train::gpu::GpuResNet<T> gpu(plan, buckets, context);
     gpu.upload_state(state);
     const std::vector<float> pixels = images.to_float();
-    auto device_array = [](size_t bytes) {
-      void* pointer = nullptr;
-      check(cudaMalloc(&pointer, bytes), "cudaMalloc");
-      return train::gpu::detail::DeviceMemory(pointer);
-    };
-    auto pixel_memory = device_array(sizeof(float) * pixels.size());
-    auto image_memory = device_array(sizeof(T) * pixels.size());
-    auto logit_memory = device_array(sizeof(T) * logits.size());
-    auto float_logit_memory = device_array(sizeof(float) * logits.size());
-    auto* device_pixels = static_cast<float*>(pixel_memory.get());
-    auto* device_images = static_cast<T*>(image_memory.get());
-    auto* device_logits = static_cast<T*>(logit_memory.get());
-    auto* float_logits = static_cast<float*>(float_logit_memory.get());
+    const cuda::DeviceMemory pixel_memory = cuda::allocate_device(sizeof(float) * pixels.size());
+    const cuda::DeviceMemory image_memory = cuda::allocate_device(sizeof(T) * pixels.size());
+    const cuda::DeviceMemory logit_memory = cuda::allocate_device(sizeof(T) * logits.size());
+    const cuda::DeviceMemory float_logit_memory = cuda::allocate_device(sizeof(float) * logits.size());
+    auto* device_pixels = cuda::as<float>(pixel_memory);
+    auto* device_images = cuda::as<T>(image_memory);
+    auto* device_logits = cuda::as<T>(logit_memory);
+    auto* float_logits = cuda::as<float>(float_logit_memory);
     check(cudaMemcpyAsync(device_pixels, pixels.data(), sizeof(float) * pixels.size(), cudaMemcpyHostToDevice, stream),
           "cudaMemcpyAsync");
-    train::ops::cuda::cast<float, T>(context, static_cast<int64_t>(pixels.size()), device_pixels, device_images);
+    cuda::cast<float, T>(context, static_cast<int64_t>(pixels.size()), device_pixels, device_images);
     gpu.infer(device_images, n, device_logits);
-    train::ops::cuda::cast<T, float>(context, static_cast<int64_t>(logits.size()), device_logits, float_logits);
+    cuda::cast<T, float>(context, static_cast<int64_t>(logits.size()), device_logits, float_logits);
     check(cudaMemcpyAsync(logits.data(), float_logits, sizeof(float) * logits.size(), cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
-  cudaStreamDestroy(stream);
   return logits;
 }
 

@@ -12,6 +12,7 @@
 // rank gets an NCCL_HOSTID of its own before NCCL starts, so that NCCL takes it for a host of its own (NCCL
 // refuses two ranks on one GPU of one host) and its traffic goes over the socket transport, the path of
 // multi-host jobs without EFA. Exit 0 when every case passes, 1 on a miss, 2 when no GPU is visible.
+#include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_buckets.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
@@ -42,15 +43,6 @@ float value_of(int rank, size_t i) { return static_cast<float>(static_cast<int>(
 
 bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-struct Buffers {
-  float* reduced = nullptr;           // fp32, what is reduced
-  __nv_bfloat16* written = nullptr;   // bf16, what backward writes (bf16 case only)
-  ~Buffers() {
-    cudaFree(reduced);
-    cudaFree(written);
-  }
-};
-
 bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const std::vector<size_t>& sizes,
                 size_t threshold_bytes, bool widened) {
   const int ranks = comm.size();
@@ -62,23 +54,26 @@ bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const
   std::vector<float> host(plan.total_elements, 0.0f);
   for (size_t i = 0; i < host.size(); ++i) host[i] = padding[i] ? 0.0f : value_of(comm.rank(), i);
   cudaStream_t compute = context.stream();
-  Buffers buffers;
-  TRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.reduced), host.size() * sizeof(float)));
+  const ops::cuda::DeviceMemory reduced_memory = ops::cuda::allocate_device(host.size() * sizeof(float));
+  ops::cuda::DeviceMemory written_memory;
+  auto* reduced = ops::cuda::as<float>(reduced_memory);  // fp32, what is reduced
+  __nv_bfloat16* written = nullptr;                        // bf16, what backward writes (bf16 case only)
   if (widened) {
     std::vector<__nv_bfloat16> bf16(host.size());
     for (size_t i = 0; i < host.size(); ++i) bf16[i] = __float2bfloat16(host[i]);
-    TRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.written), bf16.size() * sizeof(__nv_bfloat16)));
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(buffers.written, bf16.data(), bf16.size() * sizeof(__nv_bfloat16),
+    written_memory = ops::cuda::allocate_device(bf16.size() * sizeof(__nv_bfloat16));
+    written = ops::cuda::as<__nv_bfloat16>(written_memory);
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(written, bf16.data(), bf16.size() * sizeof(__nv_bfloat16),
                                      cudaMemcpyHostToDevice, compute));
     // Poison: only the widening may fill the fp32 buffer (padding excepted: the engine zeroes it once).
     std::vector<float> poison(host.size(), std::nanf(""));
     for (size_t i = 0; i < host.size(); ++i) {
       if (padding[i]) poison[i] = 0.0f;
     }
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(buffers.reduced, poison.data(), poison.size() * sizeof(float),
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(reduced, poison.data(), poison.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, compute));
   } else {
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(buffers.reduced, host.data(), host.size() * sizeof(float),
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(reduced, host.data(), host.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, compute));
   }
   TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));  // the host vectors above go away
@@ -86,16 +81,20 @@ bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const
     NcclGradientReducer::Prepare prepare;
     if (widened) {
       prepare = [&](size_t begin, size_t end) {
-        ops::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), buffers.written + begin,
-                                              buffers.reduced + begin);
+        ops::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), written + begin,
+                                              reduced + begin);
       };
     }
-    NcclGradientReducer reducer(comm, plan, buffers.reduced, ncclFloat32, compute, std::chrono::seconds(60), ncclAvg,
-                                prepare);
+    // As the CUDA engine: a communication stream of the highest priority, and the two events that order it.
+    const ops::cuda::Stream communication = ops::cuda::make_stream(ops::cuda::StreamPriority::highest);
+    const ops::cuda::Event ready = ops::cuda::make_event(), done = ops::cuda::make_event();
+    NcclGradientReducer reducer(comm, plan, reduced, ncclFloat32,
+                                NcclGradientReducer::Streams{compute, communication.get(), ready.get(), done.get()},
+                                std::chrono::seconds(60), ncclAvg, prepare);
     reducer.begin_step();
     for (int t = static_cast<int>(sizes.size()) - 1; t >= 0; --t) reducer.tensor_ready(t);  // backward's order
     reducer.finish();
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), buffers.reduced, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
+    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), reduced, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                      compute));
     reducer.wait(std::chrono::seconds(60));
     TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));
@@ -173,10 +172,9 @@ int main(int argc, char** argv) {
   try {
     give_each_rank_a_host_id(rank, devices);
     TRAIN_CUDA_CHECK(cudaSetDevice(rank % devices));
-    cudaStream_t stream = nullptr;
-    TRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const ops::cuda::Stream stream = ops::cuda::make_stream();
     {
-      ops::cuda::Context context(stream);
+      ops::cuda::Context context(stream.get());
       NcclCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(120));
       std::vector<size_t> sizes;
       for (const auto& tensor : build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
@@ -187,7 +185,6 @@ int main(int argc, char** argv) {
         failures += check_case(comm, context, sizes, threshold, /*widened=*/true) ? 0 : 1;
       }
     }
-    TRAIN_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "gpu_nccl_check: rank %d: %s\n", rank, error.what());
     std::fflush(stderr);

@@ -41,16 +41,6 @@ Shard make_shard(int step, int shard) {
   return data;
 }
 
-std::vector<ops::SgdTensor<float>> sgd_tensors(CpuResNet<float>& model, std::vector<float>& momentum) {
-  std::vector<ops::SgdTensor<float>> tensors;
-  for (int p = 0; p < model.parameter_tensors(); ++p) {
-    const auto& parameter = model.parameters()[static_cast<size_t>(p)];
-    tensors.push_back({model.parameter_data(p), model.gradient_data(p), momentum.data() + parameter.offset,
-                       parameter.count, model.spec().tensors[static_cast<size_t>(parameter.spec_index)].decays()});
-  }
-  return tensors;
-}
-
 ops::SgdOptions options() {
   ops::SgdOptions result;
   result.lr = 0.05;
@@ -82,8 +72,6 @@ std::vector<float> distributed_parameters(int rank, int ranks, size_t bucket_byt
   model.initialize(42);
   std::optional<CpuResNet<float>> reference;
   if (worst_error != nullptr && rank == 0) reference.emplace(plan, buckets);
-  std::vector<float> momentum(model.all_values().size(), 0.0f);
-  auto tensors = sgd_tensors(model, momentum);
   MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),
                              std::chrono::seconds(120));
   for (int step = 0; step < steps; ++step) {
@@ -101,7 +89,7 @@ std::vector<float> distributed_parameters(int rank, int ranks, size_t bucket_byt
       }
       *worst_error = std::max(*worst_error, std::sqrt(difference / scale));
     }
-    ops::sgd_step<float>(tensors, options());
+    model.sgd_step(options());
   }
   return model.all_values();
 }

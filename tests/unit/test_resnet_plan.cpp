@@ -102,13 +102,6 @@ ExportedTensors train_three_steps(bool packed) {
   if (packed) pack_tensors(plan, buckets);
   CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(5);
-  std::vector<float> momentum(model.all_values().size(), 0.0f);
-  std::vector<ops::SgdTensor<float>> tensors;
-  for (int p = 0; p < model.parameter_tensors(); ++p) {
-    const auto& parameter = model.parameters()[static_cast<size_t>(p)];
-    tensors.push_back({model.parameter_data(p), model.gradient_data(p), momentum.data() + parameter.offset,
-                       parameter.count, model.spec().tensors[static_cast<size_t>(parameter.spec_index)].decays()});
-  }
   ops::SgdOptions options;
   options.lr = 0.1;
   options.momentum = 0.9;
@@ -120,7 +113,7 @@ ExportedTensors train_three_steps(bool packed) {
     for (auto& value : images) value = normal(generator);
     const std::vector<int32_t> labels = {1, 36, 17, 4};
     model.train_step(images.data(), labels.data(), 4, 0.1f, 0.5f, [](int) {}, [] {});
-    ops::sgd_step<float>(tensors, options);
+    model.sgd_step(options);
   }
   return model.export_state();
 }
