@@ -2,7 +2,7 @@
 #include "runtime/device_pinning.h"
 
 #include "kernels/cuda/device_probe.h"
-#include "runtime/data/host_memory.h"
+#include "runtime/data/loader/host_memory.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>

@@ -15,7 +15,7 @@
 #pragma once
 
 #include "runtime/comm/gradient_buckets.h"
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model/resnet_plan.h"
 #include "runtime/model/resnet_spec.h"

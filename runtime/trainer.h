@@ -5,7 +5,7 @@
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 #include "runtime/engine.h"
 #include "runtime/learning_rate.h"
 #include "runtime/metrics_summary.h"

@@ -21,9 +21,9 @@
 // (full scale, accurate integer IDCT, fancy upsampling), with the decompressor and buffers reused and the
 // file read included, as in the sample path: the floor of any pipeline that decodes whole images.
 // Rates are per CPU-second of this thread (CLOCK_THREAD_CPUTIME_ID), so a busy machine distorts them little.
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/image_decode.h"
-#include "runtime/data/image_encode.h"
+#include "runtime/data/images/image_decode.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "tests/support/image_encode.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -27,7 +27,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 library=()
 for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio record_stream; do
-  library+=("$root/runtime/data/$name.cpp")
+  library+=("$root/runtime/data/records/$name.cpp")
 done
 library+=("$root/common/environment_error.cpp")  # a full TMPDIR while inflating is the machine's fault
 library+=("$root/common/regular_file.cpp")  # byte_stream opens only regular files
@@ -35,7 +35,7 @@ targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
 # Compile each source in parallel; an object newer than its source, every data header, the fuzz headers
 # and this script is reused.
-newest_header="$(ls -t "$root"/runtime/data/*.h "$here"/*.h "$0" | head -n 1 || true)"
+newest_header="$(ls -t "$root"/runtime/data/*.h "$root"/runtime/data/records/*.h "$here"/*.h "$0" | head -n 1 || true)"
 pids=()
 for source in "${library[@]}" "${targets[@]/#/$here/}"; do
   [[ "$source" == *.cpp ]] || source="$source.cpp"

@@ -1,4 +1,4 @@
-#include "runtime/data/image_encode.h"
+#include "tests/support/image_encode.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
 // The byte sources under the record readers: a buffered file read with skips and seeks in any mix gives
 // the file's bytes; gzip streams inflate (several members too) and report damage with an offset; CRC-32C
 // matches its published check value.
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/crc32c.h"
 #include "runtime/data/data_error.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/crc32c.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>

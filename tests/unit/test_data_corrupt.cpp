@@ -1,14 +1,14 @@
 // Corrupt data in every reader: by default the job fails with the file, the byte offset and the reason;
 // with skip_corrupt the record is skipped and counted.
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/corrupt_skipping_source.h"
-#include "runtime/data/data_channel.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/protobuf_reader.h"
-#include "runtime/data/record_source.h"
-#include "runtime/data/recordio.h"
-#include "runtime/data/tf_example.h"
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/records/protobuf_reader.h"
+#include "runtime/data/records/recordio.h"
+#include "runtime/data/records/tf_example.h"
+#include "runtime/data/records/tfrecord.h"
+#include "runtime/data/sources/corrupt_skipping_source.h"
+#include "runtime/data/sources/data_channel.h"
+#include "runtime/data/sources/record_source.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>

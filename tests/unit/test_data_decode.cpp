@@ -1,5 +1,5 @@
 #include "runtime/data/data_error.h"
-#include "runtime/data/image_decode.h"
+#include "runtime/data/images/image_decode.h"
 #include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 #include "runtime/data/data_error.h"
-#include "runtime/data/image_folder.h"
+#include "runtime/data/sources/image_folder.h"
 #include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>

@@ -1,10 +1,10 @@
 // One generated data set written as an image folder, TFRecord (plain, extension-less and gzip shards),
 // RecordIO (with and without .idx, multi-part records, label arrays) and a .lst image list: every format
 // is detected, indexed in the same order with the same labels, and gives bit-identical batches.
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/data_channel.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/record_source.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/sources/data_channel.h"
+#include "runtime/data/sources/record_source.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 // Batch buffers come from the installed host-memory functions (pinned memory on GPU hosts), and every
 // buffer is released by the functions that allocated it, however batches are swapped and copied.
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/host_memory.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/loader/host_memory.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
-#include "runtime/data/batch_loader.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/sampler.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/loader/sampler.h"
 #include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>

@@ -1,13 +1,13 @@
 // Pipe mode's pieces: the record stream reader (TFRecord, gzip, RecordIO, RecordIO-wrapped objects,
 // corrupt records), the FIFO stream's bounded waits, and the dealer handing a stream's records to ranks
 // (round-robin, DistributedSampler padding, resume, errors reaching every rank).
-#include "runtime/data/batch_loader.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/fifo_stream.h"
-#include "runtime/data/pipe_dealer.h"
-#include "runtime/data/record_stream.h"
-#include "runtime/data/sampler.h"
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/loader/sampler.h"
+#include "runtime/data/pipe/fifo_stream.h"
+#include "runtime/data/pipe/pipe_dealer.h"
+#include "runtime/data/records/record_stream.h"
+#include "runtime/data/records/tfrecord.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
-#include "runtime/data/image_decode.h"
-#include "runtime/data/sample_source.h"
-#include "runtime/data/transform.h"
+#include "runtime/data/images/image_decode.h"
+#include "runtime/data/images/transform.h"
+#include "runtime/data/sources/sample_source.h"
 #include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>

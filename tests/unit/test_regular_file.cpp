@@ -1,9 +1,9 @@
 // Files that must be regular ones (config files, checkpoints, images, record files, .lst lines): whatever else
 // stands in their place is refused before a byte is read, and a FIFO without a writer is refused at once.
 #include "common/regular_file.h"
-#include "runtime/data/data_channel.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/image_decode.h"
+#include "runtime/data/images/image_decode.h"
+#include "runtime/data/sources/data_channel.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>

@@ -1,11 +1,11 @@
 // The timeline's pieces that need no MPI: the step range (hyperparameter and TRAIN_TIMELINE), the layer
 // groups and the passes' marks, the loader's timing, the marks' conversion into events (a CPU row and a GPU
 // row: the GPU's marks are converted by this same code), the summary and the trace JSON.
+#include "common/config_error.h"
 #include "job/hyperparameters.h"
 #include "job/step_range.h"
-#include "common/config_error.h"
 #include "runtime/comm/gradient_buckets.h"
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 #include "runtime/model/cpu_resnet.h"
 #include "runtime/timeline/step_marks.h"
 #include "runtime/timeline/timeline_summary.h"

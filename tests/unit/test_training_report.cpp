@@ -1,6 +1,6 @@
 // The trainer's reports: TensorBoard's event records (decoded here independently of the writer's code), the
 // per-rank timing line, the straggler rule, and metrics.json.
-#include "runtime/data/crc32c.h"
+#include "runtime/data/records/crc32c.h"
 #include "runtime/metrics_summary.h"
 #include "runtime/rank_timing.h"
 #include "runtime/tensorboard_writer.h"

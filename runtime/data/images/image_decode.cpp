@@ -1,4 +1,4 @@
-#include "runtime/data/image_decode.h"
+#include "runtime/data/images/image_decode.h"
 
 #include "common/regular_file.h"
 #include "runtime/data/data_error.h"

@@ -1,4 +1,4 @@
-#include "runtime/data/transform.h"
+#include "runtime/data/images/transform.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 
 #include "common/log.h"
 
 #include "runtime/data/data_error.h"
-#include "runtime/data/sampler.h"
+#include "runtime/data/loader/sampler.h"
 
 #include <fmt/format.h>
 

@@ -24,9 +24,9 @@
 // record's place in its epoch's stream, so the same stream and seed give the same batches.
 #pragma once
 
-#include "runtime/data/host_memory.h"
-#include "runtime/data/record_feed.h"
-#include "runtime/data/sample_source.h"
+#include "runtime/data/loader/host_memory.h"
+#include "runtime/data/pipe/record_feed.h"
+#include "runtime/data/sources/sample_source.h"
 
 #include <chrono>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "runtime/data/host_memory.h"
+#include "runtime/data/loader/host_memory.h"
 
 #include <cstdlib>
 #include <mutex>

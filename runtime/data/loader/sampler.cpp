@@ -1,4 +1,4 @@
-#include "runtime/data/sampler.h"
+#include "runtime/data/loader/sampler.h"
 
 #include "runtime/data/random.h"
 

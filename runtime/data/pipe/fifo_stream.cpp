@@ -1,7 +1,7 @@
-#include "runtime/data/fifo_stream.h"
+#include "runtime/data/pipe/fifo_stream.h"
 
 #include "runtime/data/data_error.h"
-#include "runtime/data/record_feed.h"
+#include "runtime/data/pipe/record_feed.h"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 // path is read the same way (handy for rehearsing Pipe mode by hand).
 #pragma once
 
-#include "runtime/data/byte_stream.h"
+#include "runtime/data/records/byte_stream.h"
 
 #include <atomic>
 #include <chrono>

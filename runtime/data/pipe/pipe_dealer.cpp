@@ -1,7 +1,7 @@
-#include "runtime/data/pipe_dealer.h"
+#include "runtime/data/pipe/pipe_dealer.h"
 
 #include "runtime/data/data_error.h"
-#include "runtime/data/fifo_stream.h"
+#include "runtime/data/pipe/fifo_stream.h"
 
 #include <fmt/format.h>
 

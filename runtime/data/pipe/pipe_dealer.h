@@ -17,8 +17,8 @@
 // or a wait that ran out (its message). Rank to dealer, once after connecting: its local rank as an int32.
 #pragma once
 
-#include "runtime/data/record_feed.h"
-#include "runtime/data/record_stream.h"
+#include "runtime/data/pipe/record_feed.h"
+#include "runtime/data/records/record_stream.h"
 
 #include <atomic>
 #include <chrono>

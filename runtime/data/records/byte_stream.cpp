@@ -1,4 +1,4 @@
-#include "runtime/data/byte_stream.h"
+#include "runtime/data/records/byte_stream.h"
 
 #include "common/regular_file.h"
 #include "runtime/data/data_error.h"

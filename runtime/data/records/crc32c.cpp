@@ -1,4 +1,4 @@
-#include "runtime/data/crc32c.h"
+#include "runtime/data/records/crc32c.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "runtime/data/protobuf_reader.h"
+#include "runtime/data/records/protobuf_reader.h"
 
 #include <fmt/format.h>
 

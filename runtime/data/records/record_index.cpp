@@ -1,4 +1,4 @@
-#include "runtime/data/record_index.h"
+#include "runtime/data/records/record_index.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -1,9 +1,9 @@
-#include "runtime/data/record_stream.h"
+#include "runtime/data/records/record_stream.h"
 
-#include "runtime/data/protobuf_reader.h"
-#include "runtime/data/recordio.h"
-#include "runtime/data/tf_example.h"
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/records/protobuf_reader.h"
+#include "runtime/data/records/recordio.h"
+#include "runtime/data/records/tf_example.h"
+#include "runtime/data/records/tfrecord.h"
 
 #include <fmt/format.h>
 

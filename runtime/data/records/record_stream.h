@@ -6,8 +6,8 @@
 // stream: nothing after it can be found again).
 #pragma once
 
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/record_index.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/record_index.h"
 
 #include <cstdint>
 #include <memory>

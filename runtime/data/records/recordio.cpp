@@ -1,4 +1,4 @@
-#include "runtime/data/recordio.h"
+#include "runtime/data/records/recordio.h"
 
 #include <fmt/format.h>
 

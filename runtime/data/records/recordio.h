@@ -9,8 +9,8 @@
 // An optional .idx file (lines "key<TAB>offset") gives each record's offset.
 #pragma once
 
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/record_index.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/record_index.h"
 
 #include <cstdint>
 #include <limits>

@@ -1,6 +1,6 @@
-#include "runtime/data/tf_example.h"
+#include "runtime/data/records/tf_example.h"
 
-#include "runtime/data/protobuf_reader.h"
+#include "runtime/data/records/protobuf_reader.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/records/tfrecord.h"
 
 #include "runtime/data/data_error.h"
-#include "runtime/data/crc32c.h"
-#include "runtime/data/protobuf_reader.h"
-#include "runtime/data/tf_example.h"
+#include "runtime/data/records/crc32c.h"
+#include "runtime/data/records/protobuf_reader.h"
+#include "runtime/data/records/tf_example.h"
 
 #include <fmt/format.h>
 

@@ -6,8 +6,8 @@
 // file and could serve a Pipe-mode stream alike.
 #pragma once
 
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/record_index.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/record_index.h"
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "runtime/data/corrupt_skipping_source.h"
+#include "runtime/data/sources/corrupt_skipping_source.h"
 
 #include "runtime/data/data_error.h"
 

@@ -6,7 +6,7 @@
 // not damaged here and there.
 #pragma once
 
-#include "runtime/data/sample_source.h"
+#include "runtime/data/sources/sample_source.h"
 
 #include <memory>
 

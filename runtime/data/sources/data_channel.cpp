@@ -1,12 +1,12 @@
-#include "runtime/data/data_channel.h"
+#include "runtime/data/sources/data_channel.h"
 
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/corrupt_skipping_source.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/image_list.h"
-#include "runtime/data/record_source.h"
-#include "runtime/data/recordio.h"
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/recordio.h"
+#include "runtime/data/records/tfrecord.h"
+#include "runtime/data/sources/corrupt_skipping_source.h"
+#include "runtime/data/sources/image_list.h"
+#include "runtime/data/sources/record_source.h"
 
 #include <fmt/format.h>
 

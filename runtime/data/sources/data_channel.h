@@ -8,10 +8,10 @@
 // The data_format hyperparameter picks one of them instead of detecting.
 #pragma once
 
-#include "runtime/data/image_folder.h"
-#include "runtime/data/label_summary.h"
-#include "runtime/data/record_index.h"
-#include "runtime/data/sample_source.h"
+#include "runtime/data/records/record_index.h"
+#include "runtime/data/sources/image_folder.h"
+#include "runtime/data/sources/label_summary.h"
+#include "runtime/data/sources/sample_source.h"
 
 #include <cstdint>
 #include <functional>

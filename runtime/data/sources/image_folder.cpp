@@ -1,4 +1,4 @@
-#include "runtime/data/image_folder.h"
+#include "runtime/data/sources/image_folder.h"
 
 #include "runtime/data/data_error.h"
 

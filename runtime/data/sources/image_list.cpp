@@ -1,8 +1,8 @@
-#include "runtime/data/image_list.h"
+#include "runtime/data/sources/image_list.h"
 
 #include "common/regular_file.h"
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/recordio.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/recordio.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -5,9 +5,9 @@
 // numbers ("3" or "3.000000") and must be whole; with several labels the first is the class.
 #pragma once
 
-#include "runtime/data/image_folder.h"
-#include "runtime/data/label_summary.h"
-#include "runtime/data/record_index.h"
+#include "runtime/data/records/record_index.h"
+#include "runtime/data/sources/image_folder.h"
+#include "runtime/data/sources/label_summary.h"
 
 #include <string>
 #include <vector>

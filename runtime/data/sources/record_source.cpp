@@ -1,10 +1,10 @@
-#include "runtime/data/record_source.h"
+#include "runtime/data/sources/record_source.h"
 
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/protobuf_reader.h"
-#include "runtime/data/recordio.h"
-#include "runtime/data/tf_example.h"
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/protobuf_reader.h"
+#include "runtime/data/records/recordio.h"
+#include "runtime/data/records/tf_example.h"
+#include "runtime/data/records/tfrecord.h"
 
 #include <fmt/format.h>
 

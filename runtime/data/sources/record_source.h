@@ -5,8 +5,8 @@
 // image bytes give the same pixels whatever the container.
 #pragma once
 
-#include "runtime/data/record_index.h"
-#include "runtime/data/sample_source.h"
+#include "runtime/data/records/record_index.h"
+#include "runtime/data/sources/sample_source.h"
 
 namespace train::data {
 

@@ -1,7 +1,7 @@
-#include "runtime/data/sample_source.h"
+#include "runtime/data/sources/sample_source.h"
 
 #include "runtime/data/data_error.h"
-#include "runtime/data/image_decode.h"
+#include "runtime/data/images/image_decode.h"
 
 #include <fmt/format.h>
 

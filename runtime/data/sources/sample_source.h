@@ -4,9 +4,9 @@
 // threads may load from one source, each with its own scratch.
 #pragma once
 
-#include "runtime/data/image_folder.h"
+#include "runtime/data/images/transform.h"
 #include "runtime/data/loader_timing.h"
-#include "runtime/data/transform.h"
+#include "runtime/data/sources/image_folder.h"
 
 #include <cstdint>
 #include <memory>
