@@ -4,8 +4,8 @@
 # (Podman when there is no Docker), on all GPUs when nvidia-smi sees one. Prints where the model, the
 # report files and the log are; exits with train's exit code.
 #
-#   scripts/smoke-test.sh [IMAGE]              IMAGE defaults to train:latest
-#   SMOKE_DIR=DIR SMOKE_LIMIT=N SMOKE_EPOCHS=E SMOKE_ENGINE=docker|podman scripts/smoke-test.sh IMAGE
+#   scripts/smoke_test.sh [IMAGE]              IMAGE defaults to train:latest
+#   SMOKE_DIR=DIR SMOKE_LIMIT=N SMOKE_EPOCHS=E SMOKE_ENGINE=docker|podman scripts/smoke_test.sh IMAGE
 #
 # Build the image first: docker build -f docker/Dockerfile -t train .
 set -euo pipefail
@@ -21,9 +21,9 @@ name="train-smoke-$$"
 if [ -n "${SMOKE_ENGINE:-}" ]; then engine="$SMOKE_ENGINE"
 elif command -v docker >/dev/null && docker info >/dev/null 2>&1; then engine=docker
 elif command -v podman >/dev/null; then engine=podman
-else echo "smoke-test: no Docker engine answers and podman is not installed" >&2; exit 1; fi
+else echo "smoke_test.sh: no Docker engine answers and podman is not installed" >&2; exit 1; fi
 if ! "$engine" image inspect "$image" >/dev/null 2>&1; then
-  echo "smoke-test: no image $image here; build it: $engine build -f docker/Dockerfile -t ${image%:*} ." >&2
+  echo "smoke_test.sh: no image $image here; build it: $engine build -f docker/Dockerfile -t ${image%:*} ." >&2
   exit 1
 fi
 
@@ -31,10 +31,10 @@ fi
 cleanup() { "$engine" rm --force "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-echo "smoke-test: job directory $opt_ml (the container's /opt/ml)"
+echo "smoke_test.sh: job directory $opt_ml (the container's /opt/ml)"
 mkdir -p "$opt_ml/input/config" "$opt_ml/model" "$opt_ml/output" "$opt_ml/checkpoints"
 if [ ! -d "$opt_ml/input/data/train" ]; then
-  python3 scripts/make_fashion_mnist_folder.py "$opt_ml/input/data" --limit "$limit"
+  python3 scripts/data/make_fashion_mnist_folder.py "$opt_ml/input/data" --limit "$limit"
 fi
 cat > "$opt_ml/input/config/resourceconfig.json" <<JSON
 {"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0"}
@@ -51,7 +51,7 @@ JSON
 
 run_args=(--name "$name" --hostname algo-1 --shm-size 1g -v "$opt_ml:/opt/ml")
 if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  echo "smoke-test: GPUs found: $(nvidia-smi -L | grep -c '^GPU')"
+  echo "smoke_test.sh: GPUs found: $(nvidia-smi -L | grep -c '^GPU')"
   if [ "$engine" = docker ]; then run_args+=(--gpus all); else run_args+=(--device nvidia.com/gpu=all); fi
 fi
 if [ "$engine" = podman ]; then
@@ -63,14 +63,14 @@ if [ "$engine" = podman ]; then
   run_args+=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
 fi
 
-echo "smoke-test: $engine run ${run_args[*]} $image train"
+echo "smoke_test.sh: $engine run ${run_args[*]} $image train"
 set +e
 "$engine" run "${run_args[@]}" "$image" train 2>&1 | tee "$opt_ml/output/train.log"
 code="${PIPESTATUS[0]}"
 set -e
 
 echo
-echo "smoke-test: train exited with code $code"
+echo "smoke_test.sh: train exited with code $code"
 echo "  log:     $opt_ml/output/train.log"
 if [ -f "$opt_ml/model/model.safetensors" ]; then
   echo "  model:   $opt_ml/model/model.safetensors (and model.json)"

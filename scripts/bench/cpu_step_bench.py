@@ -2,7 +2,7 @@
 """CPU training-step throughput of train against PyTorch on this machine: the same model, batch and image
 size, one process using every core (OMP_NUM_THREADS / torch.set_num_threads). Prints images/s of each and
 the ratio train / PyTorch. Needs Debian's python3-torch (run with /usr/bin/python3) and a built tree:
-    /usr/bin/python3 scripts/bench_cpu_step.py [--build build] [--steps 5] [--rounds 3] [--shapes 50x32x64,...]
+    /usr/bin/python3 scripts/bench/cpu_step_bench.py [--build build] [--steps 5] [--rounds 3] [--shapes 50x32x64,...]
 On a machine shared with other work the figures are noisy: --rounds N measures each side N times,
 alternating train and PyTorch so both see the same background load, and prints the best and the median
 round of each (the ratio is of the best rounds; the median ratio is of the median rounds).

@@ -1,7 +1,7 @@
 // Decoding and augmentation throughput: images per CPU-second of the sample path (read, decode,
 // crop/resize, colour jitter, normalise) on one thread, next to libjpeg-turbo's bare full decode of the
 // same files, and the loader's rate with several threads. It can also generate photo-like JPEGs to
-// measure on. scripts/bench_decode.py runs it next to Pillow/torchvision.
+// measure on. scripts/bench/decode_bench.py runs it next to Pillow/torchvision.
 //
 //   data_bench --make-jpegs DIR [--count 64] [--width 500] [--height 375]
 //       writes COUNT photo-like WIDTHxHEIGHT JPEGs (4:2:0, quality 90) into DIR/photos (an image folder

@@ -2,7 +2,7 @@
 """Decode and augmentation throughput per core of train's data pipeline against libjpeg-turbo's bare decode
 and Pillow/torchvision, on the same JPEGs. Prints figures only (it asserts nothing about speed).
 
-    /usr/bin/python3 scripts/bench_decode.py [--bench build/scripts/bench/data_bench] [--folder DIR]
+    /usr/bin/python3 scripts/bench/decode_bench.py [--bench build/scripts/bench/data_bench] [--folder DIR]
                                              [--images 1000] [--rounds 3] [--augmentations none,crop,crop_color]
 
 It builds nothing: build data_bench first (`cmake --build build --target data_bench`). Without --folder it
@@ -102,7 +102,7 @@ def main():
     parser.add_argument("--augmentations", default="none,crop,crop_color")
     args = parser.parse_args()
     if not os.access(args.bench, os.X_OK):
-        sys.exit(f"bench_decode: no data_bench at {args.bench}: build it with "
+        sys.exit(f"decode_bench: no data_bench at {args.bench}: build it with "
                  f"`cmake --build build --target data_bench` (or give --bench PATH)")
 
     import torch
@@ -111,7 +111,7 @@ def main():
     folder = args.folder or generated_folder(args.bench)
     files = image_files(folder)
     if not files:
-        sys.exit(f"bench_decode: no JPEG or PNG files in the class subfolders of {folder}")
+        sys.exit(f"decode_bench: no JPEG or PNG files in the class subfolders of {folder}")
     print(f"{len(files)} images in {folder}; output {args.size}x{args.size}; 1 thread; "
           f"best of {args.rounds} rounds of {args.images} images; images per CPU-second", flush=True)
 

@@ -6,7 +6,7 @@ of them at once as a container would, and times the master's log lines: sshd up,
 mpirun started, every rank up (the allreduce check), the first step. Repeats and prints each run and the
 median. Needs root. A figure, not a test.
 
-  sudo /usr/bin/python3 scripts/bench_multihost_start.py [--hosts 3] [--runs 3] [--train build/train]
+  sudo /usr/bin/python3 scripts/bench/multihost_start_bench.py [--hosts 3] [--runs 3] [--train build/train]
 """
 import argparse
 import os
@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import simcluster  # noqa: E402
 

@@ -12,7 +12,7 @@
    timeline records; it also prints the size of the trace files. On a machine busy with other work these
    figures swing by a factor of two: read 1 and 2 for the cost, 3 for the file size.
 
-    /usr/bin/python3 scripts/bench_timeline.py [--build build] [--baseline-build DIR] [--baseline OTHER/train]
+    /usr/bin/python3 scripts/bench/timeline_bench.py [--build build] [--baseline-build DIR] [--baseline OTHER/train]
         [--rounds 3] [--steps 40] [--layers 18] [--image 32] [--batch 32]
 """
 import argparse
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMING = re.compile(r"timing step=(\d+) step_time max=([\d.]+)")
 
 
@@ -106,7 +106,7 @@ def main():
     cpu_time(args)
     with tempfile.TemporaryDirectory(prefix="bench-timeline-") as work:
         data = os.path.join(work, "fashion")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit",
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_fashion_mnist_folder.py"), "--limit",
                         "2000", data], check=True, capture_output=True)
         modes = [("off", args.train, False), ("on", args.train, True)]
         if args.baseline:

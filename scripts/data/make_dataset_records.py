@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts Fashion-MNIST (Debian's dataset-fashion-mnist package) into the record formats train reads.
 
-    scripts/make_dataset_records.py OUT [--limit N] [--source DIR] [--shards K] [--gzip]
+    scripts/data/make_dataset_records.py OUT [--limit N] [--source DIR] [--shards K] [--gzip]
 
 writes, for the splits train (60,000 images) and validation (the 10,000 test images):
     OUT/tfrecord/<split>/<split>-00000-of-0000K[.gz]   TFRecord shards of tf.train.Example (image/encoded: a PNG,
@@ -13,7 +13,7 @@ writes, for the splits train (60,000 images) and validation (the 10,000 test ima
     OUT/image_list/<split>/<class>/<nnnnn>.png and    the built-in algorithm's image-list layout: point the `train`
     OUT/image_list/<split>_lst/<split>.lst            channel at the first, `train_lst` at the second
 Images are 28x28 8-bit grayscale PNGs. Records are written class by class (label, then image number): the
-order scripts/make_fashion_mnist_folder.py --numbered gives an image folder, so every format holds the
+order scripts/data/make_fashion_mnist_folder.py --numbered gives an image folder, so every format holds the
 same samples in the same order and the same seed gives the same batches from each. --limit N takes only
 the first N images of each split. Standard library only.
 """

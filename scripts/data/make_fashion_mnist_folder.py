@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts Fashion-MNIST (Debian's dataset-fashion-mnist package) into an image folder.
 
-    scripts/make_fashion_mnist_folder.py OUT [--limit N] [--source DIR] [--numbered]
+    scripts/data/make_fashion_mnist_folder.py OUT [--limit N] [--source DIR] [--numbered]
 
 writes OUT/train/<class>/<nnnnn>.png (60,000 images) and OUT/validation/<class>/<nnnnn>.png (the 10,000
 test images), 28x28 8-bit grayscale PNGs, one subfolder per class. Labels of an image folder are its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_bundle_run.sh: runs a program of a GPU bundle (scripts/make_gpu_bundle.sh) on a GPU machine that
+# scripts/gpu/gpu_bundle_run.sh: runs a program of a GPU bundle (make_gpu_bundle.sh) on a GPU machine that
 # has the NVIDIA driver, cuDNN 9 / cuBLAS 13 / NCCL 2 (in /usr/local/cuda, the system's library folders, or
 # only inside Python's `nvidia-*` packages, as PyTorch installs them), Open MPI 4.1 and glibc, and nothing
 # of ours. make_gpu_bundle.sh copies it into the bundle as run.sh:

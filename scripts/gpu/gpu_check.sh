@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh: the GPU checks, in groups that each fit in one command on a lent GPU machine (a
+# scripts/gpu/gpu_check.sh: the GPU checks, in groups that each fit in one command on a lent GPU machine (a
 # command there may run 10 minutes; each group keeps to a budget of 8 by default). CI has no GPU: it builds
 # the programs and dry-runs this script (tests/gpu/test_gpu_check_script.sh).
 #
-#   scripts/gpu_check.sh --list
-#   scripts/gpu_check.sh [--bundle DIR] [--data FASHION] [--budget SECONDS] [--dry-run] GROUP LOGDIR
+#   scripts/gpu/gpu_check.sh --list
+#   scripts/gpu/gpu_check.sh [--bundle DIR] [--data FASHION] [--budget SECONDS] [--dry-run] GROUP LOGDIR
 #
 #   GROUP        one of the groups below, or `all` (every group in turn, each in LOGDIR/GROUP)
 #   LOGDIR       where the group's table (LOGDIR/table.md) and each check's log go; made if missing
-#   --bundle DIR the programs of a bundle (scripts/make_gpu_bundle.sh) on a machine that cannot build the
+#   --bundle DIR the programs of a bundle (scripts/gpu/make_gpu_bundle.sh) on a machine that cannot build the
 #                project; without it, this checkout's build/ (scripts/setup.sh on a machine with CUDA)
 #   --data       a Fashion-MNIST image folder or .tgz of one (default: the bundle's fashion.tgz, else one made
 #                from Debian's dataset-fashion-mnist)
@@ -34,7 +34,7 @@
 # Exit status: 0 when every check passed; 1 when any failed; 2 when no GPU is visible; 64 for usage errors.
 set -uo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 groups=(model nccl train sanitize bench)
 declare -A purpose=(
   [model]="every CUDA op and a whole training step against the CPU model (reference and fast path)"
@@ -136,7 +136,7 @@ ensure_data() {
   [[ -n $data ]] && return 0
   data="$logdir/fashion"
   [[ $dry_run -eq 1 ]] && return 0
-  "$python" "$repo/scripts/make_fashion_mnist_folder.py" --limit 12000 "$data" > "$logdir/fashion.log" 2>&1 ||
+  "$python" "$repo/scripts/data/make_fashion_mnist_folder.py" --limit 12000 "$data" > "$logdir/fashion.log" 2>&1 ||
     { row "Fashion-MNIST for the training checks" FAIL "no --data and none to convert here (fashion.log)"; data=""; return 1; }
 }
 # The data as a folder with train/ (a .tgz unpacked once into LOGDIR).
@@ -162,7 +162,7 @@ if [[ -n $bundle && $dry_run -eq 0 ]]; then
     { cat "$logdir/libraries.txt"; echo "gpu_check.sh: the bundle's programs cannot run here (libraries.txt)" >&2; exit 1; }
 fi
 
-training() { echo "$python $repo/scripts/gpu_training_check.py --data $data --train '$(program train)' --infer '$(program gpu_infer)'"; }
+training() { echo "$python $repo/scripts/gpu/gpu_training_check.py --data $data --train '$(program train)' --infer '$(program gpu_infer)'"; }
 case "$group" in
   model)
     check "CUDA kernels vs CPU reference (gpu_kernel_check)" gpu_kernel_check.log "$(program gpu_kernel_check)"

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """`train` itself on a GPU: a real job with device=cuda against the same job on the CPU, stop and resume on
 the GPU, the GPU's model file in torchvision, the fast path byte for byte, and two ranks on one GPU. Run by
-scripts/gpu_check.sh on a machine with a GPU.
+scripts/gpu/gpu_check.sh on a machine with a GPU.
 
-    python3 scripts/gpu_training_check.py --data FASHION [--train CMD] [--infer CMD] [--work DIR]
+    python3 scripts/gpu/gpu_training_check.py --data FASHION [--train CMD] [--infer CMD] [--work DIR]
                                           [--checks LIST] [--device cuda|cpu] [--epochs N] [--fast-steps N]
 
-FASHION is a Fashion-MNIST image folder (train/ and validation/, as scripts/make_fashion_mnist_folder.py
+FASHION is a Fashion-MNIST image folder (train/ and validation/, as scripts/data/make_fashion_mnist_folder.py
 writes it) or a .tgz of one. --train runs `train` (default build/train; on a bundle machine
 "bash .gpu-bundle/run.sh train"); --infer runs tests/gpu/gpu_infer likewise. --checks picks from:
   accuracy    ResNet-18 at 28x28, 1 rank, batch 128, 4 epochs (a few hundred steps), device=cuda (bf16) and
@@ -48,7 +48,7 @@ import tarfile
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from stop_at_step import stop_at_step  # noqa: E402
 from chrome_trace import read_trace  # noqa: E402

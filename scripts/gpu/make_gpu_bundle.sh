@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# scripts/make_gpu_bundle.sh [--print-build-dir] [OUT]: everything scripts/gpu_check.sh needs on a GPU machine
+# scripts/gpu/make_gpu_bundle.sh [--print-build-dir] [OUT]: everything gpu_check.sh (beside it) needs on a GPU machine
 # that cannot build the project (it has the NVIDIA driver, CUDA's libraries, possibly only inside Python's
 # nvidia-* packages, Open MPI 4.1 and glibc, and nothing of ours), in one folder OUT (default .gpu-bundle in
 # this checkout, which .gitignore leaves out):
 #   OUT/bundle.tgz    train, the GPU check and benchmark programs, the shared libraries they need that are
 #                     neither CUDA's, MPI's nor glibc's, and compute-sanitizer (NVIDIA's PyPI wheel)
-#   OUT/run.sh        scripts/gpu_bundle_run.sh: finds CUDA's libraries on that machine and runs a program
+#   OUT/run.sh        scripts/gpu/gpu_bundle_run.sh: finds CUDA's libraries on that machine and runs a program
 #   OUT/fashion.tgz   12,000 training and 10,000 validation Fashion-MNIST images as an image folder
 # It works from any clone or copy of the repository: it builds in this checkout's build/ only when that was
 # configured from this checkout (a build/ copied from elsewhere is left alone: build-gpu/ is configured here
 # instead), and finds its helpers beside itself. It prints the bundle's size; the device tool carries at most
 # 64 MiB. Then, on the GPU machine, from a copy of the repository with OUT:
-#   bash scripts/gpu_check.sh --bundle OUT --list          the check groups
-#   bash scripts/gpu_check.sh --bundle OUT GROUP LOGDIR    one group (each fits in one 10-minute command)
+#   bash scripts/gpu/gpu_check.sh --bundle OUT --list          the check groups
+#   bash scripts/gpu/gpu_check.sh --bundle OUT GROUP LOGDIR    one group (each fits in one 10-minute command)
 # --print-build-dir: only say which build folder would be used, and why (nothing is built).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
+repo="$(cd "$here/../.." && pwd)"
 cd "$repo"
 print_only=0
 if [[ ${1:-} == --print-build-dir ]]; then print_only=1; shift; fi
@@ -104,8 +104,8 @@ cp "$here/gpu_bundle_run.sh" "$out/run.sh.tmp" && mv "$out/run.sh.tmp" "$out/run
 rm -rf "$out/unpacked" "$out/unpacked.tmp"  # an older bundle's files would travel too
 if [[ ! -f "$out/fashion.tgz" ]]; then
   data="$stage/fashion"
-  /usr/bin/python3 "$here/make_fashion_mnist_folder.py" --limit 12000 "$data" > /dev/null
+  /usr/bin/python3 "$repo/scripts/data/make_fashion_mnist_folder.py" --limit 12000 "$data" > /dev/null
   tar czf "$out/fashion.tgz.tmp" -C "$stage" fashion && mv "$out/fashion.tgz.tmp" "$out/fashion.tgz"
 fi
 echo "make_gpu_bundle.sh: $out: $(du -sh --apparent-size "$out" | cut -f1) in all (bundle.tgz $(du -h --apparent-size "$out/bundle.tgz" | cut -f1): ${programs[*]}, $(ls "$stage/lib" | wc -l) libraries, compute-sanitizer; fashion.tgz $(du -h --apparent-size "$out/fashion.tgz" | cut -f1))"
-echo "  on the GPU machine: bash scripts/gpu_check.sh --bundle $(realpath --relative-to="$repo" "$out" 2>/dev/null || echo "$out") --list"
+echo "  on the GPU machine: bash scripts/gpu/gpu_check.sh --bundle $(realpath --relative-to="$repo" "$out" 2>/dev/null || echo "$out") --list"
