@@ -25,11 +25,6 @@
 
 namespace train {
 
-// Makes the engine the settings ask for (settings.device, settings.precision) for `classes` classes.
-// Throws ConfigError when this build cannot (a CUDA engine in a CPU-only build).
-std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
-                                    MPI_Comm comm, std::chrono::milliseconds timeout);
-
 class Trainer {
  public:
   Trainer(const JobDescription& job, const RankIdentity& identity, MPI_Comm comm);
