@@ -74,8 +74,9 @@ def bytes_feature(value):
     return length_delimited(1, length_delimited(1, value))  # Feature.bytes_list.value
 
 
-def int64_feature(value):
-    return length_delimited(3, length_delimited(1, varint(value)))  # Feature.int64_list.value, packed
+def int64_feature(value, packed=True):
+    """Feature.int64_list.value: packed (as TensorFlow writes it), or as one varint field (also valid protobuf)."""
+    return length_delimited(3, length_delimited(1, varint(value)) if packed else varint(1 << 3) + varint(value))
 
 
 def example(features):
@@ -109,9 +110,11 @@ def recordio(data):
     return bytes(out)
 
 
-def image_record(label, image_id, image):
-    """MXNet's IRHeader (flag 0, float label, id, id2) followed by the encoded image."""
-    return struct.pack("<IfQQ", 0, float(label), image_id, 0) + image
+def image_record(label, image_id, image, labels=()):
+    """MXNet's IRHeader (flag, float label, id, id2) followed by the encoded image. With `labels`, flag is their
+    count and they follow the header as floats (the label field is then unused, 0)."""
+    header = struct.pack("<IfQQ", len(labels), 0.0 if labels else float(label), image_id, 0)
+    return header + b"".join(struct.pack("<f", x) for x in labels) + image
 
 
 def write_atomically(path, data):
