@@ -26,7 +26,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 sources=("$here/fuzz_job_config.cpp")
 for name in common/json_file job/resource_config job/input_data_config job/hyperparameter_schema job/hyperparameters \
-            job/mpi_options job/platform_keys job/python_value common/nearest_name common/regular_file; do
+            job/mpi_options job/platform_keys job/python_value job/step_range common/nearest_name common/regular_file; do
   sources+=("$root/$name.cpp")
 done
 
