@@ -3,7 +3,7 @@
 // gathers the facts (mpirun's exit and its messages, the ranks' reason files and error lines, the signals
 // it received and when, whether it had to end mpirun itself, the sshd's fate, memory figures) and writes
 // what is decided here into output/failure or output/success. Deciding is pure: nothing here reads a file,
-// a clock or the process table, so each case is a unit test (tests/unit/test_job_verdict.cpp).
+// a clock or the process table, so each case is a unit test (tests/unit/entrypoint/test_job_verdict.cpp).
 #pragma once
 
 #include "entrypoint/mpirun_outcome.h"

@@ -4,7 +4,7 @@
 // One function per op and direction. kernels/cpu/<op>.cpp holds the CPU implementation, which is the
 // specification; kernels/cuda/ will hold the GPU twins with the same contracts (there in bf16/fp32).
 // The CPU ops are templates, instantiated for float (training) and double (the fp64 gradient checks of
-// tests/unit/test_kernels_*.cpp run the very same code).
+// tests/unit/kernels/test_*.cpp run the very same code).
 //
 // Conventions that hold for every op below, unless an op says otherwise:
 //

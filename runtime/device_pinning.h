@@ -11,8 +11,8 @@ namespace train {
 // the failing CUDA call.
 std::string pin_gpu(int index);
 
-// From now on, batch buffers (data/host_memory.h) are page-locked memory from cudaHostAlloc, which the
-// device copies from at full speed and asynchronously. A CPU-only build has nothing to do.
+// From now on, batch buffers (runtime/data/loader/host_memory.h) are page-locked memory from cudaHostAlloc,
+// which the device copies from at full speed and asynchronously. A CPU-only build has nothing to do.
 void use_pinned_host_memory();
 
 }  // namespace train

@@ -3,7 +3,7 @@
 
 #include "kernels/cuda/device_probe.h"
 #include "kernels/cuda/handles.h"
-#include "runtime/data/host_memory.h"
+#include "runtime/data/loader/host_memory.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>

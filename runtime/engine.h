@@ -14,8 +14,9 @@
 // number of times; no other call communicates.
 #pragma once
 
+#include "job/rank_environment.h"
 #include "runtime/comm/gradient_buckets.h"
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model/resnet_plan.h"
 #include "runtime/model/resnet_spec.h"
@@ -23,7 +24,11 @@
 #include "runtime/timeline/step_marks.h"
 #include "runtime/training_settings.h"
 
+#include <mpi.h>
+
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,5 +106,10 @@ class Engine {
   // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.
   virtual void infer(const data::Batch& batch, float* logits) = 0;
 };
+
+// Makes the engine the settings ask for (settings.device, settings.precision) for `classes` classes
+// (runtime/make_engine.cpp). Throws ConfigError when this build cannot (a CUDA engine in a CPU-only build).
+std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
+                                    MPI_Comm comm, std::chrono::milliseconds timeout);
 
 }  // namespace train

@@ -1,5 +1,5 @@
 // Which engine a rank trains with: decided once from the settings (device and precision).
-#include "runtime/trainer.h"
+#include "runtime/engine.h"
 
 #include "runtime/cpu_engine.h"
 #include "runtime/cuda_engine.h"

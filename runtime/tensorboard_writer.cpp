@@ -2,7 +2,7 @@
 
 #include "common/atomic_file.h"
 #include "common/log.h"
-#include "runtime/data/crc32c.h"
+#include "runtime/data/records/crc32c.h"
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 #include "runtime/engine.h"
 #include "runtime/learning_rate.h"
 #include "runtime/metrics_summary.h"
@@ -24,11 +24,6 @@
 #include <string>
 
 namespace train {
-
-// Makes the engine the settings ask for (settings.device, settings.precision) for `classes` classes.
-// Throws ConfigError when this build cannot (a CUDA engine in a CPU-only build).
-std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
-                                    MPI_Comm comm, std::chrono::milliseconds timeout);
 
 class Trainer {
  public:

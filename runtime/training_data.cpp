@@ -7,10 +7,10 @@
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/broadcast_text.h"
 #include "runtime/comm/mpi_check.h"
-#include "runtime/data/data_channel.h"
 #include "runtime/data/data_error.h"
-#include "runtime/data/image_folder.h"
-#include "runtime/data/sampler.h"
+#include "runtime/data/loader/sampler.h"
+#include "runtime/data/sources/data_channel.h"
+#include "runtime/data/sources/image_folder.h"
 
 #include <fmt/format.h>
 

@@ -5,10 +5,10 @@
 #pragma once
 
 #include "job/rank_environment.h"
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/label_summary.h"
-#include "runtime/data/pipe_dealer.h"
-#include "runtime/data/sample_source.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/pipe/pipe_dealer.h"
+#include "runtime/data/sources/label_summary.h"
+#include "runtime/data/sources/sample_source.h"
 #include "runtime/training_settings.h"
 
 #include <mpi.h>

@@ -7,8 +7,8 @@
 #include "job/rank_environment.h"
 #include "job/step_range.h"
 #include "kernels/ops.h"
-#include "runtime/data/data_channel.h"
-#include "runtime/data/transform.h"
+#include "runtime/data/images/transform.h"
+#include "runtime/data/sources/data_channel.h"
 #include "runtime/learning_rate.h"
 #include "runtime/model/resnet_plan.h"
 

@@ -10,7 +10,7 @@ terminal=0
 if [ -t 1 ]; then terminal=1; fi
 exec awk -v terminal="$terminal" '
   function short(what) {
-    # "Building CXX object runtime/data/CMakeFiles/train_data.dir/transform.cpp.o" -> "runtime/data/transform.cpp"
+    # "Building CXX object runtime/data/CMakeFiles/train_data.dir/images/transform.cpp.o" -> "runtime/data/images/transform.cpp"
     if (what ~ /^Building [A-Za-z]+ object /) {
       sub(/^Building [A-Za-z]+ object /, "", what)
       sub(/CMakeFiles\/[^\/]+\.dir\//, "", what)

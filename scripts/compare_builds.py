@@ -44,10 +44,10 @@ def make_data(work, limit):
     folder = os.path.join(work, "fashion")
     records = os.path.join(work, "records")
     if not os.path.isdir(folder):
-        subprocess.run([sys.executable, os.path.join(HERE, "make_fashion_mnist_folder.py"), "--limit", str(limit),
+        subprocess.run([sys.executable, os.path.join(HERE, "data", "make_fashion_mnist_folder.py"), "--limit", str(limit),
                         folder], check=True, stdout=subprocess.DEVNULL)
     if not os.path.isdir(records):
-        subprocess.run([sys.executable, os.path.join(HERE, "make_dataset_records.py"), "--limit", str(limit),
+        subprocess.run([sys.executable, os.path.join(HERE, "data", "make_dataset_records.py"), "--limit", str(limit),
                         records], check=True, stdout=subprocess.DEVNULL)
     return folder, records
 

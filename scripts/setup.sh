@@ -13,7 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin          # MPI for the ranks, mpirun for the launcher
   nlohmann-json3-dev libfmt-dev       # JSON parsing; formatting (used header-only, so linked in)
   libjpeg62-turbo-dev libpng-dev zlib1g-dev  # JPEG (libjpeg-turbo's libjpeg API) and PNG decoding; gzip TFRecord shards
-  dataset-fashion-mnist               # real data: scripts/make_fashion_mnist_folder.py makes an image folder of it
+  dataset-fashion-mnist               # real data: scripts/data/make_fashion_mnist_folder.py makes an image folder of it
   catch2                              # unit tests
   libopenblas-dev                     # BLAS (sgemm/dgemm) behind the CPU kernels' matrix products
   clang libclang-rt-14-dev            # libFuzzer targets

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the hyperparameter table of docs/hyperparameters.md from the schema (`train hyperparameters`);
-# tests/unit/test_readme_table.cpp fails until it is run after the schema changes.
+# tests/unit/docs/test_doc_tables.cpp fails until it is run after the schema changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 binary="${1:-build/train}"

@@ -19,7 +19,7 @@
 #pragma once
 
 #include "job/rank_environment.h"
-#include "runtime/data/batch_loader.h"
+#include "runtime/data/loader/batch_loader.h"
 #include "runtime/engine.h"
 #include "runtime/timeline/clock_alignment.h"
 #include "runtime/timeline/trace_event.h"

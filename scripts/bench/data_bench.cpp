@@ -1,7 +1,7 @@
 // Decoding and augmentation throughput: images per CPU-second of the sample path (read, decode,
 // crop/resize, colour jitter, normalise) on one thread, next to libjpeg-turbo's bare full decode of the
 // same files, and the loader's rate with several threads. It can also generate photo-like JPEGs to
-// measure on. scripts/bench_decode.py runs it next to Pillow/torchvision.
+// measure on. scripts/bench/decode_bench.py runs it next to Pillow/torchvision.
 //
 //   data_bench --make-jpegs DIR [--count 64] [--width 500] [--height 375]
 //       writes COUNT photo-like WIDTHxHEIGHT JPEGs (4:2:0, quality 90) into DIR/photos (an image folder
@@ -21,9 +21,9 @@
 // (full scale, accurate integer IDCT, fancy upsampling), with the decompressor and buffers reused and the
 // file read included, as in the sample path: the floor of any pipeline that decodes whole images.
 // Rates are per CPU-second of this thread (CLOCK_THREAD_CPUTIME_ID), so a busy machine distorts them little.
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/image_decode.h"
-#include "runtime/data/image_encode.h"
+#include "runtime/data/images/image_decode.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "tests/support/image_encode.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

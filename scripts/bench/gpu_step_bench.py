@@ -6,7 +6,7 @@ measured in the same run on the same GPU, printed as one table with ratios.
                                             [--depth 50] [--size 224] [--precision bfloat16] [--json OUT]
 
 --ours is the command that runs gpu_step_bench (scripts/bench/gpu_step_bench.cpp; default
-build/scripts/bench/gpu_step_bench, or e.g. "bash .gpu-bundle/gpu-bundle-run.sh gpu_step_bench" on a machine
+build/scripts/bench/gpu_step_bench, or e.g. "bash .gpu-bundle/run.sh gpu_step_bench" on a machine
 with a bundle). Every variant trains ResNet-`depth` on synthetic `size`x`size` images with SGD (momentum 0.9,
 weight decay 1e-4) at each batch size:
   ours:     (twice: the reference path, and TRAIN_FAST_PATH=1's fast path) the batch copied from pinned host memory every step, bf16 forward/backward with fp32 master

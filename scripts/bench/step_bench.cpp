@@ -1,5 +1,5 @@
 // step_bench: images/s of train's CPU training step (forward, loss, backward, SGD update) for one rank,
-// on random data. scripts/bench_cpu_step.py runs it next to PyTorch on the same shapes.
+// on random data. scripts/bench/cpu_step_bench.py runs it next to PyTorch on the same shapes.
 //   step_bench DEPTH BATCH SIZE STEPS
 #include "kernels/ops.h"
 #include "runtime/model/cpu_resnet.h"

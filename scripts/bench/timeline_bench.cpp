@@ -1,7 +1,7 @@
 // timeline_bench: what the timeline costs the CPU engine's step, in CPU time (which other work on a shared
 // machine barely disturbs, unlike wall time): the same engine alternates blocks of steps without and with
 // its marks (Engine::record_steps), and prints the median CPU seconds per step of each. One process, one MPI
-// rank, OMP_NUM_THREADS=1 for a clean figure. scripts/bench_timeline.py runs it.
+// rank, OMP_NUM_THREADS=1 for a clean figure. scripts/bench/timeline_bench.py runs it.
 //   timeline_bench DEPTH BATCH SIZE STEPS_PER_BLOCK ROUNDS
 #include "runtime/cpu_engine.h"
 

@@ -3,8 +3,10 @@
 
 Includes are written from the repository root and never climb with "../"; each folder may include only the
 folders it depends on: common <- job <- entrypoint; common, job, kernels <- runtime (and inside runtime,
-data and model_io need only common, comm needs job, model needs kernels, comm and model_io). Only
-entrypoint/main.cpp may include the rank (runtime/rank_main.h). Prints every include that breaks a rule and
+data and model_io need only common, comm needs job, model needs kernels, comm and model_io). Inside
+runtime/data each room includes only common, the shared files directly in runtime/data and the rooms it
+uses: records and images stand alone, sources uses both, pipe uses records, loader uses sources and pipe. Only entrypoint/main.cpp may include the rank
+(runtime/rank_main.h). Prints every include that breaks a rule and
 exits 1; prints what it checked and exits 0 otherwise.
 """
 import os
@@ -14,8 +16,17 @@ import sys
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # Longest prefix first: the folder a file belongs to, and the top-level folders it may include from.
+# A folder ending in "/*" allows only the files directly in it, not its subfolders.
+DATA_SHARED = "runtime/data/*"
 RULES = [
-    ("runtime/data/", {"common", "runtime/data"}),
+    ("runtime/data/records/", {"common", DATA_SHARED, "runtime/data/records"}),
+    ("runtime/data/images/", {"common", DATA_SHARED, "runtime/data/images"}),
+    ("runtime/data/sources/", {"common", DATA_SHARED, "runtime/data/records", "runtime/data/images",
+                               "runtime/data/sources"}),
+    ("runtime/data/pipe/", {"common", DATA_SHARED, "runtime/data/records", "runtime/data/pipe"}),
+    ("runtime/data/loader/", {"common", DATA_SHARED, "runtime/data/sources", "runtime/data/pipe",
+                              "runtime/data/loader"}),
+    ("runtime/data/", {"common", DATA_SHARED}),
     ("runtime/model_io/", {"common", "runtime/model_io"}),
     ("runtime/comm/", {"common", "job", "runtime/comm"}),
     ("runtime/model/", {"common", "kernels", "runtime/comm", "runtime/model_io", "runtime/model"}),
@@ -31,7 +42,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def allowed(target, folders):
-    return any(target == f or target.startswith(f + "/") for f in folders)
+    def inside(folder):
+        if folder.endswith("/*"):
+            return os.path.dirname(target) == folder[:-2]
+        return target == folder or target.startswith(folder + "/")
+    return any(inside(f) for f in folders)
 
 
 def main():
@@ -45,7 +60,8 @@ def main():
             if not name.endswith(SOURCE):
                 continue
             path = os.path.normpath(os.path.join(rel_dir, name)).replace(os.sep, "/")
-            rule = next((folders for prefix, folders in RULES if path.startswith(prefix)), None)
+            prefix, rule = next(((prefix, folders) for prefix, folders in RULES if path.startswith(prefix)),
+                                (None, None))
             with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as handle:
                 for number, line in enumerate(handle, 1):
                     match = INCLUDE.match(line)
@@ -59,7 +75,7 @@ def main():
                     elif not os.path.exists(os.path.join(ROOT, target)):
                         problems.append(f"{where} names no file under the repository root")
                     elif rule is not None and not allowed(target, rule) and (path, target) not in EXCEPTIONS:
-                        problems.append(f"{where} breaks the dependency rule: {path.split('/')[0]}/ may include "
+                        problems.append(f"{where} breaks the dependency rule: {prefix} may include "
                                         f"only {', '.join(sorted(rule))} (docs/architecture.md)")
     for problem in problems:
         print(problem)

@@ -6,9 +6,9 @@
 // RecordIO records (RecordWrapperType=RecordIO), dealt by the Pipe dealer to 1 and 3 ranks: the batches of
 // two augmented epochs must equal the reference's read in order (Pipe mode streams, it cannot shuffle).
 // Exit 0 when they all do, 1 (saying which and where) when one differs or cannot be read.
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/data_channel.h"
-#include "runtime/data/pipe_dealer.h"
+#include "runtime/data/loader/batch_loader.h"
+#include "runtime/data/pipe/pipe_dealer.h"
+#include "runtime/data/sources/data_channel.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <fmt/format.h>

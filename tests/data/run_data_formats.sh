@@ -14,8 +14,8 @@ if [[ ! -d /usr/share/datasets/fashion-mnist ]]; then
   exit 1
 fi
 rm -rf "$work"
-python3 "$root/scripts/make_fashion_mnist_folder.py" "$work/folder" --numbered --limit 150
-python3 "$root/scripts/make_dataset_records.py" "$work/records" --limit 150 --shards 3 --gzip
+python3 "$root/scripts/data/make_fashion_mnist_folder.py" "$work/folder" --numbered --limit 150
+python3 "$root/scripts/data/make_dataset_records.py" "$work/records" --limit 150 --shards 3 --gzip
 # Without its .idx, the RecordIO file is indexed by a scan.
 mkdir -p "$work/records/recordio_bare"
 cp "$work/records/recordio/train/data.rec" "$work/records/recordio_bare/"
@@ -23,7 +23,7 @@ cp "$work/records/recordio/train/data.rec" "$work/records/recordio_bare/"
   "$work/records/recordio_bare" "$work/records/image_list/train:$work/records/image_list/train_lst"
 # Pipe mode streams whole objects back to back: plain TFRecord shards (a stream mixing gzip and plain
 # objects cannot be read) and the RecordIO file.
-python3 "$root/scripts/make_dataset_records.py" "$work/plain" --limit 150 --shards 3
+python3 "$root/scripts/data/make_dataset_records.py" "$work/plain" --limit 150 --shards 3
 "$check" "$work/folder/train" --pipe "$work/plain/tfrecord/train" "$work/records/recordio_bare"
 "$check" "$work/folder/validation" "$work/records/tfrecord/validation" "$work/records/recordio/validation" \
   "$work/records/image_list/validation:$work/records/image_list/validation_lst"

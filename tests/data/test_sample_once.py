@@ -31,6 +31,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.path.insert(0, os.path.join(REPO, "scripts", "data"))
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import simcluster  # noqa: E402
 from make_dataset_records import bytes_feature, example, int64_feature, tfrecord  # noqa: E402

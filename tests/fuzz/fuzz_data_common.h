@@ -4,7 +4,7 @@
 #pragma once
 
 #include "runtime/data/data_error.h"
-#include "runtime/data/protobuf_reader.h"
+#include "runtime/data/records/protobuf_reader.h"
 
 #include <cstdio>
 #include <cstdlib>

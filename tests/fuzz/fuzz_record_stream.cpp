@@ -2,8 +2,8 @@
 // from its first bytes, gzip inflated, RecordIO wrappers unwrapped when the first input byte says so,
 // corrupt records skipped when it says so). Every record returned must carry an image inside the stream's
 // decoded bytes' bounds and a label below num_classes.
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/record_stream.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/record_stream.h"
 #include "tests/fuzz/fuzz_data_common.h"
 
 #include <memory>

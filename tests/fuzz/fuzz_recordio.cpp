@@ -1,8 +1,8 @@
 // libFuzzer target for MXNet RecordIO: any bytes are read as a RecordIO stream (reassembling multi-part
 // records, resynchronising after damage, parsing image headers); every record found must read back the
 // same from its own extent, as RecordSource reads it by offset.
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/recordio.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/recordio.h"
 #include "tests/fuzz/fuzz_data_common.h"
 
 #include <vector>

@@ -1,6 +1,6 @@
 // libFuzzer target for the protobuf reader and tf.train.Example parsing: any bytes either parse, with the
 // image inside the input, or throw ProtobufError.
-#include "runtime/data/tf_example.h"
+#include "runtime/data/records/tf_example.h"
 #include "tests/fuzz/fuzz_data_common.h"
 
 using namespace train::data;

@@ -1,8 +1,8 @@
 // libFuzzer target for TFRecord framing: any bytes (inflated first when they start like gzip) are indexed
 // as a TFRecord stream, failing and skipping; every record the index accepts must check out again when
 // read back from memory by its offset and length, as RecordSource does.
-#include "runtime/data/byte_stream.h"
-#include "runtime/data/tfrecord.h"
+#include "runtime/data/records/byte_stream.h"
+#include "runtime/data/records/tfrecord.h"
 #include "tests/fuzz/fuzz_data_common.h"
 
 #include <memory>

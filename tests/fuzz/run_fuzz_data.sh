@@ -27,7 +27,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 library=()
 for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio record_stream; do
-  library+=("$root/runtime/data/$name.cpp")
+  library+=("$root/runtime/data/records/$name.cpp")
 done
 library+=("$root/common/environment_error.cpp")  # a full TMPDIR while inflating is the machine's fault
 library+=("$root/common/regular_file.cpp")  # byte_stream opens only regular files
@@ -35,7 +35,7 @@ targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
 # Compile each source in parallel; an object newer than its source, every data header, the fuzz headers
 # and this script is reused.
-newest_header="$(ls -t "$root"/runtime/data/*.h "$here"/*.h "$0" | head -n 1 || true)"
+newest_header="$(ls -t "$root"/runtime/data/*.h "$root"/runtime/data/records/*.h "$here"/*.h "$0" | head -n 1 || true)"
 pids=()
 for source in "${library[@]}" "${targets[@]/#/$here/}"; do
   [[ "$source" == *.cpp ]] || source="$source.cpp"
@@ -56,61 +56,35 @@ done
 # Seeds: valid records of each format (TFRecord plain and gzip, Examples with packed and unpacked labels,
 # RecordIO with a label array and a record split at an embedded magic number).
 seeds="$build/seeds"
-python3 - "$seeds" <<'PY'
+python3 - "$seeds" "$root/scripts/data" <<'PY'
 import gzip, os, struct, sys
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+# The record writers of the dataset converter: one CRC-32C, varint and framing for every test.
+from make_dataset_records import (RECORDIO_MAGIC, bytes_feature, example, image_record, int64_feature,  # noqa: E402
+                                  recordio, tfrecord)
 for d in ("tfrecord", "tf_example", "recordio", "record_stream"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
-table = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    table.append(c)
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-def masked(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-def varint(v):
-    b = bytearray()
-    while v >= 0x80:
-        b.append(v & 0x7F | 0x80); v >>= 7
-    b.append(v); return bytes(b)
-def ld(n, body): return varint(n << 3 | 2) + varint(len(body)) + body
-def entry(key, feature): return ld(1, ld(1, key) + ld(2, feature))
-def example(image, label, packed):
-    lab = ld(1, varint(label)) if packed else varint(1 << 3) + varint(label)
-    return ld(1, entry(b"image/encoded", ld(1, ld(1, image))) + entry(b"image/class/label", ld(3, lab)) +
-              entry(b"image/format", ld(1, ld(1, b"jpeg"))))
-def tfrecord(data):
-    head = struct.pack("<Q", len(data))
-    return head + struct.pack("<I", masked(head)) + data + struct.pack("<I", masked(data))
+def image_example(image, label, packed):
+    return example({"image/encoded": bytes_feature(image), "image/class/label": int64_feature(label, packed),
+                    "image/format": bytes_feature(b"jpeg")})
 jpeg = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
-e1, e2 = example(jpeg, 1, True), example(b"\x89PNG\r\n\x1a\n", 1000, False)
+e1, e2 = image_example(jpeg, 1, True), image_example(b"\x89PNG\r\n\x1a\n", 1000, False)
 open(os.path.join(out, "tf_example", "packed"), "wb").write(e1)
 open(os.path.join(out, "tf_example", "unpacked"), "wb").write(e2)
 stream = tfrecord(e1) + tfrecord(e2)
 open(os.path.join(out, "tfrecord", "two"), "wb").write(stream)
 open(os.path.join(out, "tfrecord", "two.gz"), "wb").write(gzip.compress(stream))
-MAGIC = 0xCED7230A
-def part(flag, data):
-    pad = b"\0" * (-len(data) % 4)
-    return struct.pack("<II", MAGIC, flag << 29 | len(data)) + data + pad
-def image_record(label, labels, image):
-    return struct.pack("<IfQQ", len(labels), 0.0 if labels else label, 7, 0) + b"".join(struct.pack("<f", x) for x in labels) + image
-r1 = part(0, image_record(3.0, [], jpeg))
-head = image_record(2.0, [2.0, 5.0], b"abcd")
-r2 = part(1, head) + part(2, b"wxyz") + part(3, jpeg)  # the record head + MAGIC + wxyz + MAGIC + jpeg
+magic = struct.pack("<I", RECORDIO_MAGIC)
+r1 = recordio(image_record(3, 7, jpeg))
+# A label array, and the magic number twice in the data: three parts (the record head, wxyz, the jpeg).
+r2 = recordio(image_record(2, 7, b"abcd", labels=(2.0, 5.0)) + magic + b"wxyz" + magic + jpeg)
 open(os.path.join(out, "recordio", "records"), "wb").write(r1 + r2 + r1)
 # Pipe-mode streams: a control byte (1: unwrap RecordIO, 2: skip corrupt, 4: num_classes 1000, 8: label
 # offset 0), then the stream: TFRecord, gzip TFRecord, RecordIO, and TFRecord wrapped in RecordIO.
 tfrecords = tfrecord(e1) + tfrecord(e2)
 for name, control, stream in (("tfrecord", 4, tfrecords), ("gzip", 6, gzip.compress(tfrecords)),
-                              ("recordio", 2, r1 + r2), ("wrapped", 5, part(0, tfrecords))):
+                              ("recordio", 2, r1 + r2), ("wrapped", 5, recordio(tfrecords))):
     open(os.path.join(out, "record_stream", name), "wb").write(bytes([control]) + stream)
 PY
 

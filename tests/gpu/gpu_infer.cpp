@@ -1,6 +1,6 @@
 // tests/gpu/gpu_infer.cpp: inference of a model file on the GPU, with the code `train` runs for validation
 // (GpuResNet::infer over the plan's storage, weights imported as the trainer imports them), so that a
-// script can compare its logits with torchvision's on the same file and images (scripts/gpu_training_check.py).
+// script compares its logits with torchvision's on the same file and images (scripts/gpu/gpu_training_check.py).
 //
 //   gpu_infer DEPTH CLASSES MODEL.safetensors IMAGES.safetensors OUT.safetensors [bf16|fp32]
 //

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check's scripts without a GPU, so that a GPU loan is not spent on their own mistakes:
-# scripts/gpu_check.sh lists its groups, dry-runs every one of them (from this build and from a bundle's
+# scripts/gpu/gpu_check.sh lists its groups, dry-runs every one of them (from this build and from a bundle's
 # layout), refuses bad usage (64) and says "no GPU" (2) when asked to run for real here;
-# scripts/make_gpu_bundle.sh picks this checkout's build/ and never one configured from another checkout.
+# scripts/gpu/make_gpu_bundle.sh picks this checkout's build/ and never one configured from another checkout.
 #   tests/gpu/test_gpu_check_script.sh REPO
 set -uo pipefail
 repo="$(cd "${1:?usage: test_gpu_check_script.sh REPO}" && pwd)"
@@ -17,7 +17,7 @@ expect_code() {  # expected, description, command...
   [[ $code -eq $expected ]] || { fail "$what: exit $code, expected $expected"; sed 's/^/    /' "$scratch/out" | tail -n 8; }
 }
 
-check="$repo/scripts/gpu_check.sh"
+check="$repo/scripts/gpu/gpu_check.sh"
 groups="$(bash "$check" --list | awk '{print $1}' | tr '\n' ' ')"
 [[ "$groups" == "model nccl train sanitize bench " ]] || fail "--list gave groups '$groups'"
 
@@ -45,7 +45,7 @@ grep -q "would run: .*--tool racecheck .*--case 'resnet18 b8 32x32'" "$scratch/l
 grep -q "would run: .*--tool synccheck --target-processes all .*train" "$scratch/listing" || fail "no synccheck of a train job"
 
 # A bundle's layout (no libraries needed for a dry run).
-mkdir -p "$scratch/bundle" && touch "$scratch/bundle/bundle.tgz" && cp "$repo/scripts/gpu_bundle_run.sh" "$scratch/bundle/run.sh"
+mkdir -p "$scratch/bundle" && touch "$scratch/bundle/bundle.tgz" && cp "$repo/scripts/gpu/gpu_bundle_run.sh" "$scratch/bundle/run.sh"
 expect_code 0 "dry run from a bundle" bash "$check" --bundle "$scratch/bundle" --dry-run nccl "$scratch/dry-bundle"
 grep -q "run.sh mpirun .* gpu_nccl_check" "$scratch/out" || fail "the bundle's mpirun line does not name gpu_nccl_check on PATH"
 
@@ -59,16 +59,16 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
 fi
 
 # make_gpu_bundle.sh's build folder: this checkout's own, never another checkout's.
-answer="$(bash "$repo/scripts/make_gpu_bundle.sh" --print-build-dir)"
+answer="$(bash "$repo/scripts/gpu/make_gpu_bundle.sh" --print-build-dir)"
 [[ $answer == "build (build/ was configured from this checkout)" ]] || fail "in the checkout: '$answer'"
 copy="$scratch/copy"
-mkdir -p "$copy/scripts" "$copy/build"
-cp "$repo/scripts/make_gpu_bundle.sh" "$repo/scripts/gpu_bundle_run.sh" "$copy/scripts/"
+mkdir -p "$copy/scripts/gpu" "$copy/build"
+cp "$repo/scripts/gpu/make_gpu_bundle.sh" "$repo/scripts/gpu/gpu_bundle_run.sh" "$copy/scripts/gpu/"
 cp "$repo/build/CMakeCache.txt" "$copy/build/"
-answer="$(bash "$copy/scripts/make_gpu_bundle.sh" --print-build-dir)"
+answer="$(bash "$copy/scripts/gpu/make_gpu_bundle.sh" --print-build-dir)"
 [[ $answer == "build-gpu (build/ belongs to another checkout ($repo); using build-gpu/)" ]] || fail "in a copy: '$answer'"
 rm -rf "$copy/build"
-answer="$(bash "$copy/scripts/make_gpu_bundle.sh" --print-build-dir)"
+answer="$(bash "$copy/scripts/gpu/make_gpu_bundle.sh" --print-build-dir)"
 [[ $answer == "build-gpu (this checkout has no build/; using build-gpu/)" ]] || fail "in a copy without build/: '$answer'"
 
 if [[ $failures -eq 0 ]]; then echo "gpu_check.sh and make_gpu_bundle.sh: every check passed"; exit 0; fi

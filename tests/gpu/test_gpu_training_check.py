@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/gpu_training_check.py with the CPU standing in for the GPU (--device cpu): its fast-path and
+"""scripts/gpu/gpu_training_check.py with the CPU standing in for the GPU (--device cpu): its fast-path and
 two-rank checks run train for real on a small Fashion-MNIST folder and must pass, so that a GPU loan is not
 spent on the script's own mistakes (job files, sample logs, checkpoints, log lines it parses).
 
@@ -19,10 +19,10 @@ class GpuTrainingCheckOnTheCpu(unittest.TestCase):
     def test_fast_path_and_two_ranks_pass_with_the_cpu_standing_in(self):
         with tempfile.TemporaryDirectory() as scratch:
             data = os.path.join(scratch, "fashion")
-            subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit",
+            subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_fashion_mnist_folder.py"), "--limit",
                             "1000", data], check=True, stdout=subprocess.DEVNULL)
             result = subprocess.run(
-                [sys.executable, os.path.join(REPO, "scripts", "gpu_training_check.py"), "--data", data, "--train",
+                [sys.executable, os.path.join(REPO, "scripts", "gpu", "gpu_training_check.py"), "--data", data, "--train",
                  os.path.join(REPO, "build", "cpu-only", "train"), "--device", "cpu", "--checks", "fast,two-ranks",
                  "--fast-steps", "12", "--work", os.path.join(scratch, "work")],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)

@@ -446,7 +446,7 @@ class Environment(FaultCase):
     def test_a_tmpdir_with_no_room_for_inflated_gzip_shards(self):
         # 128 images a shard: about 86 KB inflated, in a TMPDIR of 64 KiB (room for the launcher's check).
         records = os.path.join(self.base, "records")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_dataset_records.py"), records,
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_dataset_records.py"), records,
                         "--limit", "256", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL,
                        timeout=120)
         self.job(SMALL, {"train": os.path.join(records, "tfrecord", "train")})
@@ -548,7 +548,7 @@ class HangsAndLeftovers(FaultCase):
 
     def test_inflated_gzip_shards_are_left_nowhere_when_a_rank_is_killed(self):
         records = os.path.join(self.base, "records")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_dataset_records.py"), records,
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_dataset_records.py"), records,
                         "--limit", "64", "--shards", "2", "--gzip"], check=True, stdout=subprocess.DEVNULL, timeout=120)
         tmp = os.path.join(self.base, "tmp")
         os.makedirs(tmp)

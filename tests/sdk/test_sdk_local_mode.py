@@ -83,7 +83,7 @@ class SdkLocalMode(unittest.TestCase):
         # Training data: 96 Fashion-MNIST images as an image folder, and a copy whose images are all cut short
         # (so the first batch meets one, whichever the shuffle picks).
         cls.data = os.path.join(cls.work, "fashion")
-        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit",
+        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "data", "make_fashion_mnist_folder.py"), "--limit",
                         "96", cls.data], check=True, stdout=subprocess.DEVNULL)
         cls.bad_data = os.path.join(cls.work, "fashion-bad")
         shutil.copytree(os.path.join(cls.data, "train"), cls.bad_data)

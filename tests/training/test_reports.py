@@ -91,7 +91,7 @@ class Reports(unittest.TestCase):
     def setUpClass(cls):
         cls.work = tempfile.TemporaryDirectory(prefix="train-reports-")
         cls.data = os.path.join(cls.work.name, "fashion")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit", "320",
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_fashion_mnist_folder.py"), "--limit", "320",
                         cls.data], check=True, stdout=subprocess.DEVNULL)
 
     @classmethod

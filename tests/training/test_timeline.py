@@ -79,7 +79,7 @@ def fashion_folder(prefix, images):
     """A temporary folder holding `images` Fashion-MNIST images as an image folder: (TemporaryDirectory, data)."""
     work = tempfile.TemporaryDirectory(prefix=prefix)
     data = os.path.join(work.name, "fashion")
-    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit",
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_fashion_mnist_folder.py"), "--limit",
                     str(images), data], check=True, capture_output=True)
     return work, data
 

@@ -178,7 +178,7 @@ class Training(unittest.TestCase):
 
     def test_fashion_mnist_learns_with_two_ranks(self):
         data = os.path.join(self.work.name, "fashion-mnist")
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_fashion_mnist_folder.py"), "--limit", "2000",
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_fashion_mnist_folder.py"), "--limit", "2000",
                         data], check=True, stdout=subprocess.DEVNULL, timeout=300)
         base = os.path.join(self.work.name, "fashion")
         make_job(base, {"num_layers": 18, "image_shape": "3,28,28", "mini_batch_size": 64, "processes_per_host": 2,

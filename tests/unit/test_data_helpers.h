@@ -1,8 +1,9 @@
-// Helpers shared by the data pipeline's tests (test_data_*.cpp): temporary folders and generated images.
+// Helpers shared by the data pipeline's tests (tests/unit/runtime/data/) and others that need images:
+// temporary folders and generated images.
 #pragma once
 
-#include "runtime/data/image_encode.h"
 #include "runtime/data/random.h"
+#include "tests/support/image_encode.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -1,12 +1,12 @@
 // Writers of the record formats for the data tests: tf.train.Example protobufs, TFRecord framing (plain
 // and gzip), MXNet RecordIO (with dmlc-core's split at embedded magic numbers, and .idx files) and .lst
 // image lists, plus one generated data set written in every format with the same images in the same
-// order. Written from the format descriptions (runtime/data/tfrecord.h, recordio.h), independently of
+// order. Written from the format descriptions (runtime/data/records/tfrecord.h, recordio.h), independently of
 // the readers' code paths, so the tests check the readers against the formats.
 #pragma once
 
-#include "runtime/data/crc32c.h"
-#include "runtime/data/image_encode.h"
+#include "runtime/data/records/crc32c.h"
+#include "tests/support/image_encode.h"
 #include "tests/unit/test_data_helpers.h"
 
 #include <zlib.h>

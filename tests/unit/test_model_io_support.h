@@ -1,4 +1,5 @@
-// Shared by the test_model_io_*.cpp files: a scratch directory, file helpers, raw safetensors bytes.
+// Shared by the model_io tests (tests/unit/runtime/model_io/) and others that check model files: a scratch
+// directory, file helpers, raw safetensors bytes.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,209 @@
+#include "runtime/data/records/record_index.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <string_view>
+#include <unistd.h>
+#include <stdexcept>
+#include <system_error>
+
+namespace train::data {
+
+void CorruptTally::add(const CorruptDataError& error) {
+  if (!skip_) throw error;
+  ++count_;
+  if (notes_.size() < 20) notes_.push_back(fmt::format("{}, byte offset {}: {}", error.file(), error.offset(), error.reason()));
+}
+
+namespace {
+
+constexpr char kIndexMagic[8] = {'T', 'R', 'I', 'D', 'X', '0', '0', '1'};
+
+template <typename T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+void put_text(std::string& out, const std::string& text) {
+  put<uint64_t>(out, text.size());
+  out += text;
+}
+
+class IndexBytes {
+ public:
+  IndexBytes(const std::string& bytes, size_t start) : bytes_(bytes), position_(start) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T value;
+    std::memcpy(&value, bytes_.data() + position_, sizeof value);
+    position_ += sizeof value;
+    return value;
+  }
+  std::string text() {
+    const auto size = get<uint64_t>();
+    need(size);
+    std::string value = bytes_.substr(position_, static_cast<size_t>(size));
+    position_ += static_cast<size_t>(size);
+    return value;
+  }
+  uint64_t count(size_t item_bytes) {  // a count of items that must fit in what is left
+    const auto n = get<uint64_t>();
+    need(n * item_bytes);
+    return n;
+  }
+  bool done() const { return position_ == bytes_.size(); }
+
+ private:
+  void need(uint64_t size) const {
+    if (size > bytes_.size() - position_) throw DataError("a shared record index is cut short (an internal error: its builder and reader disagree)");
+  }
+  const std::string& bytes_;  // the caller's: outlives this reader
+  size_t position_;
+};
+
+}  // namespace
+
+std::string serialize_record_index(const RecordIndex& index) {
+  std::string out(kIndexMagic, sizeof kIndexMagic);
+  put<uint8_t>(out, index.format == RecordFormat::tfrecord ? 0 : 1);
+  put_text(out, index.root);
+  put<uint64_t>(out, index.files.size());
+  for (const auto& file : index.files) {
+    put_text(out, file.path);
+    put_text(out, file.name);
+    put<uint8_t>(out, file.temporary ? 1 : 0);
+  }
+  put<uint64_t>(out, index.entries.size());
+  for (const auto& entry : index.entries) {
+    put(out, entry.file);
+    put(out, entry.offset);
+    put(out, entry.length);
+    put(out, entry.label);
+  }
+  put<int32_t>(out, index.num_classes);
+  put<int64_t>(out, index.corrupt_skipped);
+  put<uint64_t>(out, index.corrupt_notes.size());
+  for (const auto& note : index.corrupt_notes) put_text(out, note);
+  return out;
+}
+
+RecordIndex parse_record_index(const std::string& bytes) {
+  if (bytes.size() < sizeof kIndexMagic || bytes.compare(0, sizeof kIndexMagic, kIndexMagic, sizeof kIndexMagic) != 0) {
+    throw DataError("a shared record index does not start with its magic (an internal error: its builder and reader disagree)");
+  }
+  IndexBytes in(bytes, sizeof kIndexMagic);
+  RecordIndex index;
+  index.format = in.get<uint8_t>() == 0 ? RecordFormat::tfrecord : RecordFormat::recordio;
+  index.root = in.text();
+  const uint64_t files = in.count(17);
+  for (uint64_t i = 0; i < files; ++i) {
+    RecordFile file;
+    file.path = in.text();
+    file.name = in.text();
+    file.temporary = in.get<uint8_t>() != 0;
+    index.files.push_back(std::move(file));
+  }
+  const uint64_t entries = in.count(24);
+  index.entries.reserve(static_cast<size_t>(entries));
+  for (uint64_t i = 0; i < entries; ++i) {
+    RecordEntry entry;
+    entry.file = in.get<uint32_t>();
+    entry.offset = in.get<uint64_t>();
+    entry.length = in.get<uint64_t>();
+    entry.label = in.get<int32_t>();
+    if (entry.file >= index.files.size()) throw DataError("a shared record index names a file it does not list");
+    index.entries.push_back(entry);
+  }
+  index.num_classes = in.get<int32_t>();
+  index.corrupt_skipped = in.get<int64_t>();
+  const uint64_t notes = in.count(8);
+  for (uint64_t i = 0; i < notes; ++i) index.corrupt_notes.push_back(in.text());
+  if (!in.done()) throw DataError("a shared record index has bytes after its end (its builder and reader disagree)");
+  return index;
+}
+
+namespace {
+
+constexpr std::string_view temp_folder_prefix = "train-records-";
+
+// Removes the folders in `parent` of processes that are gone: "train-records-PID-XXXXXX" with no process PID.
+void remove_orphaned_folders(const std::filesystem::path& parent) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(temp_folder_prefix, 0) != 0) continue;
+    char* end_of_pid = nullptr;
+    const long pid = std::strtol(name.c_str() + temp_folder_prefix.size(), &end_of_pid, 10);
+    if (pid <= 0 || end_of_pid == nullptr || *end_of_pid != '-') continue;
+    // Only a folder of this user's ($TMPDIR may be /tmp, shared by every user): never someone else's, never
+    // what a link points to.
+    struct stat status {};
+    if (::lstat(it->path().c_str(), &status) != 0 || !S_ISDIR(status.st_mode) || status.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path(), ignored);
+    }
+  }
+}
+
+}  // namespace
+
+TempFolder::TempFolder() {
+  // TMPDIR decides where (it should be a local disk with room for the inflated shards).
+  const std::filesystem::path parent = std::filesystem::temp_directory_path();
+  remove_orphaned_folders(parent);
+  std::string pattern = (parent / fmt::format("{}{}-XXXXXX", temp_folder_prefix, ::getpid())).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    const int error = errno;
+    throw_data_file_error(fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set TMPDIR "
+                                      "to a writable folder with room for them",
+                                      pattern, std::strerror(error)),
+                          error);
+  }
+  path_ = pattern;
+}
+
+TempFolder::~TempFolder() {
+  std::error_code error;
+  std::filesystem::remove_all(path_, error);
+}
+
+HeldFiles::HeldFiles(const std::vector<RecordFile>& files) : fds_(files.size(), -1) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!files[i].temporary) continue;
+    fds_[i] = ::open(files[i].path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fds_[i] < 0) {
+      const int error = errno;
+      for (int fd : fds_) {
+        if (fd >= 0) ::close(fd);
+      }
+      throw DataError(fmt::format("{}: cannot open its inflated copy {}: {}", files[i].name, files[i].path,
+                                  std::strerror(error)));
+    }
+  }
+}
+
+HeldFiles::~HeldFiles() {
+  for (int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void hold_temporary_files(RecordIndex& index) {
+  if (index.held) return;
+  const bool any = std::any_of(index.files.begin(), index.files.end(), [](const RecordFile& f) { return f.temporary; });
+  if (any) index.held = std::make_shared<HeldFiles>(index.files);
+}
+
+}  // namespace train::data

@@ -1,0 +1,74 @@
+// Which format a channel's folder holds, and the sample source that reads it. Detection looks at the
+// entries directly in the folder (record files are expected there, as SageMaker copies an S3 prefix):
+//   1. a companion .lst channel (train_lst / validation_lst) -> image list (images in this channel)
+//   2. *.rec files                                            -> MXNet RecordIO (each with X.idx if present)
+//   3. *.lst files                                            -> image list rooted at this folder
+//   4. files that start like a TFRecord (plain or gzip), or are named *.tfrecord* / *.tfrec*  -> TFRecord
+//   5. subfolders                                             -> image folder (one subfolder per class)
+// The data_format hyperparameter picks one of them instead of detecting.
+#pragma once
+
+#include "runtime/data/records/record_index.h"
+#include "runtime/data/sources/image_folder.h"
+#include "runtime/data/sources/label_summary.h"
+#include "runtime/data/sources/sample_source.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace train::data {
+
+enum class DataFormat { detect, image_folder, image_list, tfrecord, recordio, synthetic };
+
+// "auto" -> detect; the other names as the data_format hyperparameter spells them. Throws
+// std::invalid_argument for anything else.
+DataFormat parse_data_format(std::string_view name);
+const char* data_format_name(DataFormat format);
+
+struct ChannelLayout {
+  DataFormat format = DataFormat::image_folder;
+  std::string root;                    // the channel folder (for an image list: where the images are)
+  std::vector<std::string> files;      // record or .lst files, sorted by name
+  std::vector<std::string> idx_files;  // RecordIO: the .idx of files[i], or "" when there is none
+  std::string why;                     // what detection saw, for the log
+};
+
+// Decides the layout of the channel folder `root` (with `list_root`, the .lst channel's folder, when the
+// job has one). Throws DataError naming the folder, what was expected and what was found.
+ChannelLayout detect_channel_layout(const std::string& root, const std::optional<std::string>& list_root,
+                                    DataFormat requested);
+
+struct DataOptions {
+  ImageFolderOptions image;          // input size, augmentation
+  int64_t tfrecord_label_offset = 1;
+  bool skip_corrupt = false;
+  // How a record index is built: by default here, by this process. The trainer passes a function that
+  // calls `build` on one rank per host and hands the result to the host's other ranks, so that the
+  // files are scanned once per host. It must rethrow (on every rank) what `build` threw.
+  std::function<RecordIndex(const std::function<RecordIndex()>& build)> share_index;
+};
+
+struct OpenedData {
+  std::shared_ptr<const SampleSource> source;  // wrapped in a CorruptSkippingSource when skipping
+  ChannelLayout layout;
+  std::optional<ImageFolder> folder;           // image folders and lists: their files and classes
+  std::vector<std::string> class_names;        // image folders: subfolder names; otherwise empty
+  int64_t corrupt_at_open = 0;                 // corrupt records skipped while indexing
+  std::vector<std::string> corrupt_notes;      // the first of them, described
+  LabelSummary labels;                         // every sample's label, summed up
+};
+
+// Opens a channel for training (or, with `training` given, for validation: an image folder's classes
+// are then mapped to the training data's class names).
+OpenedData open_channel(const std::string& root, const std::optional<std::string>& list_root, DataFormat requested,
+                        const DataOptions& options, const OpenedData* training = nullptr);
+
+// Validation labels follow the training data's class names, not the validation folder's own order.
+ImageFolder align_validation_classes(ImageFolder validation, const std::vector<std::string>& training_classes);
+
+}  // namespace train::data

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# scripts/gpu/gpu_bundle_run.sh: runs a program of a GPU bundle (make_gpu_bundle.sh) on a GPU machine that
+# has the NVIDIA driver, cuDNN 9 / cuBLAS 13 / NCCL 2 (in /usr/local/cuda, the system's library folders, or
+# only inside Python's `nvidia-*` packages, as PyTorch installs them), Open MPI 4.1 and glibc, and nothing
+# of ours. make_gpu_bundle.sh copies it into the bundle as run.sh:
+#
+#   bash BUNDLE/run.sh PROGRAM [ARGS...]            PROGRAM: a file name from the bundle (train, gpu_step_check, ...)
+#   bash BUNDLE/run.sh mpirun [MPIRUN ARGS...]      the machine's own mpirun, the libraries passed to every rank
+#   bash BUNDLE/run.sh compute-sanitizer [ARGS...]  the bundle's compute-sanitizer (from PyPI's wheel)
+#   bash BUNDLE/run.sh --check                      says where each library comes from; exit 127 when one is missing
+#
+# The bundle is unpacked next to this script on first use. A library nobody provides is named, with where it
+# was looked for, instead of a loader error from deep inside a rank.
+set -u
+dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ ! -f $dir/unpacked/.complete || $dir/bundle.tgz -nt $dir/unpacked/.complete ]]; then
+  rm -rf "$dir/unpacked.tmp" && mkdir -p "$dir/unpacked.tmp" &&
+    tar xzf "$dir/bundle.tgz" -C "$dir/unpacked.tmp" && touch "$dir/unpacked.tmp/.complete" &&
+    rm -rf "$dir/unpacked" && mv "$dir/unpacked.tmp" "$dir/unpacked" ||
+    { echo "run.sh: cannot unpack $dir/bundle.tgz" >&2; exit 1; }
+fi
+root=$dir/unpacked
+
+# Where the machine keeps CUDA's libraries: Python's nvidia packages first (what PyTorch uses), then the
+# toolkit and the system's folders.
+roots=()
+for python in python3 python; do
+  command -v "$python" >/dev/null 2>&1 || continue
+  while IFS= read -r path; do [[ -d $path ]] && roots+=("$path"); done < <(
+    "$python" -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null)
+  break
+done
+roots+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu
+        /usr/lib64 /usr/local/lib)
+needed=(libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libnccl.so.2)
+found=""
+missing=()
+for library in "${needed[@]}"; do
+  path=""
+  for where in "${roots[@]}"; do
+    path=$(find "$where" -maxdepth 4 -name "$library" 2>/dev/null | head -n 1)
+    [[ -n $path ]] && break
+  done
+  if [[ -z $path ]]; then
+    missing+=("$library")
+  else
+    folder=$(dirname "$path")
+    case ":$found:" in *":$folder:"*) ;; *) found="${found:+$found:}$folder" ;; esac
+    [[ ${1:-} == --check ]] && echo "$library: $path"
+  fi
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "run.sh: not found on this machine: ${missing[*]} (looked in: ${roots[*]}); install the CUDA 13 libraries" \
+       "(e.g. pip install nvidia-cudnn-cu13 nvidia-cublas nvidia-nccl-cu13) or point LD_LIBRARY_PATH at them" >&2
+  exit 127
+fi
+export LD_LIBRARY_PATH="$root/lib:$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$root/bin:$root/sanitizer/bin:$PATH"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+case "${1:-}" in
+  --check)
+    for program in "$root"/bin/*; do
+      unresolved=$(ldd "$program" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+      if [[ -n $unresolved ]]; then echo "$(basename "$program"): unresolved: $unresolved"; missing+=(x); fi
+    done
+    command -v mpirun >/dev/null 2>&1 && echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -n 1))" ||
+      { echo "mpirun: not found"; missing+=(mpirun); }
+    [[ ${#missing[@]} -eq 0 ]] && echo "run.sh: every program's libraries resolve" || exit 127
+    exit 0 ;;
+  "") sed -n '2,13p' "$0"; exit 64 ;;
+  mpirun) shift; exec mpirun -x LD_LIBRARY_PATH -x PATH -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@" ;;
+esac
+exec "$@"

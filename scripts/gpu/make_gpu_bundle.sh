@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# scripts/gpu/make_gpu_bundle.sh [--print-build-dir] [OUT]: everything gpu_check.sh (beside it) needs on a GPU machine
+# that cannot build the project (it has the NVIDIA driver, CUDA's libraries, possibly only inside Python's
+# nvidia-* packages, Open MPI 4.1 and glibc, and nothing of ours), in one folder OUT (default .gpu-bundle in
+# this checkout, which .gitignore leaves out):
+#   OUT/bundle.tgz    train, the GPU check and benchmark programs, the shared libraries they need that are
+#                     neither CUDA's, MPI's nor glibc's, and compute-sanitizer (NVIDIA's PyPI wheel)
+#   OUT/run.sh        scripts/gpu/gpu_bundle_run.sh: finds CUDA's libraries on that machine and runs a program
+#   OUT/fashion.tgz   12,000 training and 10,000 validation Fashion-MNIST images as an image folder
+# It works from any clone or copy of the repository: it builds in this checkout's build/ only when that was
+# configured from this checkout (a build/ copied from elsewhere is left alone: build-gpu/ is configured here
+# instead), and finds its helpers beside itself. It prints the bundle's size; the device tool carries at most
+# 64 MiB. Then, on the GPU machine, from a copy of the repository with OUT:
+#   bash scripts/gpu/gpu_check.sh --bundle OUT --list          the check groups
+#   bash scripts/gpu/gpu_check.sh --bundle OUT GROUP LOGDIR    one group (each fits in one 10-minute command)
+# --print-build-dir: only say which build folder would be used, and why (nothing is built).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cd "$repo"
+print_only=0
+if [[ ${1:-} == --print-build-dir ]]; then print_only=1; shift; fi
+out="${1:-$repo/.gpu-bundle}"
+programs=(train gpu_kernel_check gpu_nccl_check gpu_step_check gpu_infer gpu_step_bench)
+sanitizer_wheel="nvidia-cuda-sanitizer-api==13.0.85"  # CUDA 13.0, as the toolkit here; drivers >= 580 run it
+
+# The build folder: this checkout's own build/ (configured by scripts/setup.sh), never one whose cache
+# belongs to another checkout (building there would re-run CMake over that checkout's sources).
+configured_here() {  # folder
+  [[ -f "$1/CMakeCache.txt" ]] || return 1
+  local home
+  home="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$1/CMakeCache.txt")"
+  [[ -n "$home" && "$(cd "$home" 2>/dev/null && pwd -P)" == "$(pwd -P)" ]]
+}
+if configured_here build; then
+  build=build; why="build/ was configured from this checkout"
+elif [[ -f build/CMakeCache.txt ]]; then
+  build=build-gpu; why="build/ belongs to another checkout ($(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build/CMakeCache.txt)); using build-gpu/"
+else
+  build=build-gpu; why="this checkout has no build/; using build-gpu/"
+fi
+if [[ $print_only -eq 1 ]]; then echo "$build ($why)"; exit 0; fi
+echo "make_gpu_bundle.sh: building in $build ($why)"
+if [[ $build == build-gpu ]] && ! configured_here build-gpu; then
+  [[ -x /usr/local/cuda/bin/nvcc ]] || command -v nvcc >/dev/null ||
+    { echo "make_gpu_bundle.sh: no CUDA toolkit (nvcc) here: build the bundle on a machine with one" >&2; exit 1; }
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER="/usr/bin/env;CCACHE_BASEDIR=$repo;ccache"
+              -DCMAKE_CXX_COMPILER_LAUNCHER="/usr/bin/env;CCACHE_BASEDIR=$repo;ccache"
+              -DCMAKE_CUDA_COMPILER_LAUNCHER="/usr/bin/env;CCACHE_BASEDIR=$repo;ccache")
+  fi
+  cmake -S "$repo" -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIN_CUDA=ON "${launcher[@]}" > /dev/null
+fi
+cmake --build "$build" -j"$(nproc)" --target train gpu_kernel_check gpu_nccl_check gpu_step_check gpu_infer gpu_step_bench
+"$build/train" --version | grep -q "CUDA backend: built in" ||
+  { echo "make_gpu_bundle.sh: $build/train has no CUDA backend (no CUDA toolkit when it was configured)" >&2; exit 1; }
+paths=("$build/train" "$build/tests/gpu/gpu_kernel_check" "$build/tests/gpu/gpu_nccl_check"
+       "$build/tests/gpu/gpu_step_check" "$build/tests/gpu/gpu_infer" "$build/scripts/bench/gpu_step_bench")
+
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+cp "${paths[@]}" "$stage/bin/"
+# Libraries the GPU machine has (or must have) of its own: glibc, the C++ runtime, CUDA's, MPI's, the driver.
+system='linux-vdso|ld-linux|/libc\.so|/libm\.so|/libpthread|/libdl\.so|/librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcudnn|libcublas|libnccl|libcudart|libmpi|libopen-|libpmix|libhwloc|libevent|libucx|libucp|libucs|libuct|libfabric|libibverbs|librdmacm|libnvidia|libz\.so|libudev'
+for program in "$stage"/bin/*; do ldd "$program" | awk '/=> \//{print $3}'; done | grep -vE "$system" | sort -u |
+  while read -r library; do cp -L "$library" "$stage/lib/"; done
+strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
+
+# compute-sanitizer: not part of the driver or of PyTorch's packages; NVIDIA ships it as a PyPI wheel.
+cache="$build/gpu-bundle-cache"
+mkdir -p "$cache"
+wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | head -n 1 || true)"
+if [[ -z "$wheel" ]]; then
+  python3 -m pip download --quiet --no-deps --dest "$cache" "$sanitizer_wheel" ||
+    { echo "make_gpu_bundle.sh: cannot download $sanitizer_wheel from PyPI" >&2; exit 1; }
+  wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-*.whl | head -n 1)"
+fi
+# The wheel's own layout (nvidia/cu13/bin and lib, as NVIDIA tests it from site-packages), headers and
+# documents left out.
+python3 - "$wheel" "$stage/sanitizer" <<'PY'
+import os, sys, zipfile
+wheel, target = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as archive:
+    for entry in archive.infolist():
+        parts = entry.filename.split("/")
+        if entry.is_dir() or parts[0] != "nvidia" or len(parts) < 4 or parts[2] not in ("bin", "lib", "compute-sanitizer"):
+            continue
+        if "docs" in parts:
+            continue
+        path = os.path.join(target, *parts[2:])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with archive.open(entry) as source, open(path, "wb") as destination:
+            destination.write(source.read())
+        os.chmod(path, 0o755)
+PY
+[[ -x "$stage/sanitizer/bin/compute-sanitizer" ]] ||
+  { echo "make_gpu_bundle.sh: $wheel holds no bin/compute-sanitizer" >&2; exit 1; }
+
+mkdir -p "$out"
+tar czf "$out/bundle.tgz.tmp" -C "$stage" . && mv "$out/bundle.tgz.tmp" "$out/bundle.tgz"
+cp "$here/gpu_bundle_run.sh" "$out/run.sh.tmp" && mv "$out/run.sh.tmp" "$out/run.sh"
+rm -rf "$out/unpacked" "$out/unpacked.tmp"  # an older bundle's files would travel too
+if [[ ! -f "$out/fashion.tgz" ]]; then
+  data="$stage/fashion"
+  /usr/bin/python3 "$repo/scripts/data/make_fashion_mnist_folder.py" --limit 12000 "$data" > /dev/null
+  tar czf "$out/fashion.tgz.tmp" -C "$stage" fashion && mv "$out/fashion.tgz.tmp" "$out/fashion.tgz"
+fi
+echo "make_gpu_bundle.sh: $out: $(du -sh --apparent-size "$out" | cut -f1) in all (bundle.tgz $(du -h --apparent-size "$out/bundle.tgz" | cut -f1): ${programs[*]}, $(ls "$stage/lib" | wc -l) libraries, compute-sanitizer; fashion.tgz $(du -h --apparent-size "$out/fashion.tgz" | cut -f1))"
+echo "  on the GPU machine: bash scripts/gpu/gpu_check.sh --bundle $(realpath --relative-to="$repo" "$out" 2>/dev/null || echo "$out") --list"
