@@ -137,7 +137,7 @@ class JobRun {
       if (!mpirun_status_) memory_.sample_if_due(mpirun_.pid);
 
       pollfd fds[3] = {{inbox.fd(), POLLIN, 0}, {mpirun_.stdout_fd, POLLIN, 0}, {mpirun_.stderr_fd, POLLIN, 0}};
-      int ready = ::poll(fds, 3, 200);
+      int ready = ::poll(fds, 3, 100);  // the memory watch samples young ranks every 100 ms
       if (ready < 0 && errno != EINTR) {
         log_error("poll failed: {}", std::strerror(errno));
         return;

@@ -38,16 +38,22 @@ std::optional<uint64_t> peak_resident_bytes(pid_t pid) {
 
 }  // namespace
 
-void RankMemoryWatch::sample_if_due(pid_t root, std::chrono::milliseconds every) {
+void RankMemoryWatch::sample_if_due(pid_t root) {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_ || root <= 0) return;
-  next_ = now + every;
+  if (first_ == std::chrono::steady_clock::time_point{}) first_ = now;
+  next_ = now + (now - first_ < young_for ? young_every : every);
   std::set<pid_t> seen;
   for (pid_t pid : descendants_of(root)) {
     seen.insert(pid);
+    // Only a rank is remembered: a process seen between mpirun's fork and its exec of the rank does not carry
+    // OMPI_COMM_WORLD_RANK yet, and is asked again next time.
     auto known = rank_of_.find(pid);
-    if (known == rank_of_.end()) known = rank_of_.emplace(pid, rank_of_process(pid)).first;
-    if (known->second < 0) continue;
+    if (known == rank_of_.end()) {
+      const int rank = rank_of_process(pid);
+      if (rank < 0) continue;
+      known = rank_of_.emplace(pid, rank).first;
+    }
     if (auto peak = peak_resident_bytes(pid)) peaks_[known->second] = std::max(peaks_[known->second], *peak);
   }
   std::erase_if(rank_of_, [&](const auto& entry) { return seen.count(entry.first) == 0; });

@@ -684,10 +684,11 @@ class SmallerMismatches(FaultCase):
         self.assert_nothing_left()
 
     def test_two_sigterms_no_checkpoint_is_not_claimed(self):
-        # ResNet-101 steps on 224x224 images take seconds here, and writing its checkpoint about one more: the
-        # second signal has mpirun kill the ranks (1 s after its SIGTERM) before the step that would end in a
-        # checkpoint is over.
-        self.job(dict(SYNTHETIC, num_layers="101", image_shape="3,224,224"))
+        # ResNet-101 steps on 224x224 images with 8 images per rank take about 7 s here (and writing its
+        # checkpoint about one more): the second signal has mpirun kill the ranks (1 s after its SIGTERM) long
+        # before the step that would end in a checkpoint is over, even on a loaded machine (2 images per rank,
+        # under 2 s a step, left too thin a margin in CI).
+        self.job(dict(SYNTHETIC, num_layers="101", image_shape="3,224,224", mini_batch_size="16"))
         self.start([], {"OMP_NUM_THREADS": "1"})
         self.wait_for_output("step=1 ", timeout=120)
         self.process.send_signal(signal.SIGTERM)
