@@ -82,7 +82,7 @@ void CpuEngine::record_steps(int64_t steps) {
       mark(group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
     }
   });
-  reducer_.set_bucket_hooks(BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
+  reducer_.set_bucket_hooks(comm::BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
                                         [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
 }
 

@@ -50,7 +50,7 @@ class CpuEngine final : public Engine {
   const TrainingSettings& settings_;
   float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
   CpuResNet<float> model_;
-  MpiGradientReducer reducer_;
+  comm::MpiGradientReducer reducer_;
   StepTotals totals_;                  // since the last request
   std::deque<StepTotals> requested_;  // requested, not yet taken
   // The timeline's marks: while cursor_ has steps to record, the model's passes and the reducer's buckets

@@ -100,9 +100,9 @@ class CudaEngine final : public Engine {
   cuda::Stream compute_, copy_, communication_;
   cuda::Event bucket_ready_, reduced_;
   cuda::Context context_;
-  gpu::NcclCommunicator comm_;
+  comm::NcclCommunicator comm_;
   gpu::GpuResNet<T> model_;
-  gpu::NcclGradientReducer reducer_;
+  comm::NcclGradientReducer reducer_;
   // Two upload slots: step k's batch goes to slot k % 2 while step k - 1 computes from the other one.
   cuda::DeviceMemory images_[2], labels_[2];
   cuda::PinnedMemory host_labels_[2];
@@ -157,7 +157,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       // fp32 buckets, averaged by NCCL in fp32: each bucket's bf16 gradients are widened into the fp32
       // buffer on the compute stream just before its reduction starts.
       reducer_(comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
-               gpu::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(),
+               comm::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(),
                                                  reduced_.get()},
                timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
@@ -385,7 +385,7 @@ void CudaEngine<T>::record_steps(int64_t steps) {
       mark(compute_.get(), group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
     }
   });
-  reducer_.set_bucket_hooks(BucketHooks{
+  reducer_.set_bucket_hooks(comm::BucketHooks{
       [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_start(bucket)); },
       [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_end(bucket)); }});
 }
@@ -528,7 +528,7 @@ std::vector<float> CudaEngine<T>::parameters() {
 
 std::unique_ptr<Engine> make_cuda_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
                                          MPI_Comm comm, std::chrono::milliseconds timeout) {
-  gpu::set_error_rank(identity.rank);
+  comm::set_error_rank(identity.rank);
   try {
     if (settings.precision == Precision::bfloat16) {
       return std::make_unique<CudaEngine<__nv_bfloat16>>(settings, classes, comm, timeout);

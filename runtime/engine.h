@@ -54,7 +54,7 @@ template <typename Model, typename... Backend>
 Model make_model(const TrainingSettings& settings, int classes, Backend&... backend) {
   ResNetPlan plan = plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
                                 settings.width, settings.gradient_memory());
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
   return Model(std::move(plan), std::move(buckets), backend...);
 }
 

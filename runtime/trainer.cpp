@@ -107,7 +107,7 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
     if (!have_pending) have_pending = next_training_batch(loader, pending);
     const bool in_epoch = have_pending && pending.position.epoch == epoch;
     int64_t ranks_with_data = in_epoch ? 1 : 0;
-    bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
+    comm::bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
                       "the vote on the end of a Pipe-mode epoch");
     if (ranks_with_data == 0) {
       if (identity_.rank == 0 && steps_in_epoch != steps_per_epoch_) {
@@ -199,7 +199,7 @@ void Trainer::collect_totals(double* reduction_wait) {
   if (reduction_wait != nullptr) *reduction_wait += mine.reduction_wait_seconds;
   double sums[3] = {mine.loss, mine.images, mine.correct};
   const auto started = clock::now();
-  bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
+  comm::bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - started).count();  // as the stop vote
   const TrainingSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
   interval_.add(collected);
@@ -221,7 +221,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   const auto vote_started = clock::now();
   {
     const TimelineSpan span(timeline_.get(), "stop vote", TraceCategory::exposed_communication);
-    bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+    comm::bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
   }
   // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
   // collective's algorithm and the rank's place in it): it counts as waiting for the others.
@@ -301,7 +301,7 @@ int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
 int Trainer::finish_training() {
   if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
   const std::vector<float> parameters = engine_->parameters();
-  check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
+  comm::check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
   write_model();
   write_summary("finished");
   return 0;
@@ -337,7 +337,7 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
 void Trainer::report_corrupt(int64_t epoch) {
   int64_t counts[2] = {epoch_corrupt_skipped_, data_->corrupt_streamed(epoch)};
   epoch_corrupt_skipped_ = 0;
-  bounded_allreduce(counts, 2, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(), "the corrupt-record counts");
+  comm::bounded_allreduce(counts, 2, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(), "the corrupt-record counts");
   const int64_t in_batches = counts[0];
   const int64_t before_decoding = data_->corrupt_at_open() + counts[1];
   if (identity_.rank == 0) {
@@ -371,7 +371,7 @@ std::optional<Validation> Trainer::validate(int64_t epoch) {
       counts[2] += better < 5 ? 1 : 0;
     }
   }
-  bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the validation counts");
+  comm::bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the validation counts");
   const Validation result{counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
                           static_cast<int64_t>(counts[0])};
   if (identity_.rank == 0) {

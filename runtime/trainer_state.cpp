@@ -55,9 +55,9 @@ std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::pat
   }
   MPI_CHECK(MPI_Bcast(&outcome, 1, MPI_INT64_T, 0, comm));
   if (outcome == none) return std::nullopt;
-  broadcast_text(text, comm);
+  comm::broadcast_text(text, comm);
   if (outcome == none_usable) throw ConfigError(text);
-  broadcast_text(source, comm);
+  comm::broadcast_text(source, comm);
   if (rank == 0) return checkpoint;
   return model_io::parse_checkpoint(text, source);
 }
@@ -133,7 +133,7 @@ void Trainer::save_checkpoint(const data::DataPosition& next, const std::string&
     log_info("checkpoint written at step {} ({}): {}", step_, why,
              model_io::checkpoint_path(settings_.checkpoint_dir).string());
   }
-  bounded_barrier(comm_, collective_timeout(), "the barrier after writing a checkpoint");
+  comm::bounded_barrier(comm_, collective_timeout(), "the barrier after writing a checkpoint");
 }
 
 void Trainer::write_model() {
@@ -149,7 +149,7 @@ void Trainer::write_model() {
     model_io::write_model_files(settings_.model_dir, tensors.views(), description);
     log_info("model written to {} after {} steps", settings_.model_dir.string(), step_);
   }
-  bounded_barrier(comm_, collective_timeout(), "the barrier after writing the model");
+  comm::bounded_barrier(comm_, collective_timeout(), "the barrier after writing the model");
 }
 
 }  // namespace train

@@ -7,7 +7,7 @@
 namespace train {
 
 template <typename T>
-CpuResNet<T>::CpuResNet(ResNetPlan plan, BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
+CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
   const ResNetPlan& p = this->plan_;
   values_.assign(p.parameter_elements, T(0));
   gradients_.assign(this->buckets_.total_elements, T(0));

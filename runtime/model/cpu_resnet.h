@@ -30,7 +30,7 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
 
  public:
   // Activations are sized for plan.max_batch images; `buckets` lays out the gradients.
-  CpuResNet(ResNetPlan plan, BucketPlan buckets);
+  CpuResNet(ResNetPlan plan, comm::BucketPlan buckets);
 
   // torchvision's default initialisation (initialize_resnet); momentum zero.
   void initialize(uint64_t seed);

@@ -45,7 +45,7 @@ void* GpuResNet<T>::allocate_bytes(size_t bytes) {
 }
 
 template <typename T>
-GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context& context)
+GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, ops::cuda::Context& context)
     : Passes(std::move(plan), std::move(buckets)), context_(context) {
   const ResNetPlan& p = this->plan_;
   const size_t parameters = p.parameter_elements;

@@ -67,7 +67,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   // device memory (the context's convolution workspace included), zeroes the momentum buffers and the
   // parameters (call upload_state or upload_parameters before training) and uploads the optimizer's
   // tensor table: synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
-  GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context& context);
+  GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, ops::cuda::Context& context);
   ~GpuResNet();
   GpuResNet(const GpuResNet&) = delete;
   GpuResNet& operator=(const GpuResNet&) = delete;

@@ -49,7 +49,7 @@ class ResNetPasses {
   void set_pass_marks(PassMarks marks) { pass_marks_ = std::move(marks); }
   const ResNetPlan& plan() const { return plan_; }
   const ResNetSpec& spec() const { return plan_.spec; }
-  const BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
+  const comm::BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
   int parameter_tensors() const { return plan_.parameter_tensors(); }
   int max_batch() const { return plan_.max_batch; }
   // Parameter p (forward numbering): its place in the parameter store and in the gradient buffer.
@@ -68,7 +68,7 @@ class ResNetPasses {
  protected:
   // `buckets` lays out the flat gradient buffer (planned by the communication layer from
   // plan.parameter_counts()); the model keeps it only to find each parameter's gradient.
-  ResNetPasses(ResNetPlan plan, BucketPlan buckets)
+  ResNetPasses(ResNetPlan plan, comm::BucketPlan buckets)
       : plan_(std::move(plan)), buckets_(std::move(buckets)), shapes_(plan_.max_shapes),
         tracked_(plan_.tracked_buffers, 0) {
     if (buckets_.offset_of_tensor.size() != plan_.parameters.size()) {
@@ -124,7 +124,7 @@ class ResNetPasses {
   void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
 
   ResNetPlan plan_;
-  BucketPlan buckets_;
+  comm::BucketPlan buckets_;
   std::vector<Parameter> parameters_;
   std::vector<ActivationShape> shapes_;  // this step's
   std::vector<int64_t> tracked_;

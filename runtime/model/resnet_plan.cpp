@@ -46,9 +46,9 @@ void lay_out_tensors(ResNetPlan& plan) {
   for (size_t i = 0; i < plan.spec.tensors.size(); ++i) {
     const auto& tensor = plan.spec.tensors[i];
     if (tensor.is_parameter()) {
-      const size_t offset = aligned_tensor_offset(plan.parameter_elements);
+      const size_t offset = comm::aligned_tensor_offset(plan.parameter_elements);
       plan.parameters.push_back(ParameterSlot{static_cast<int>(i), offset, tensor.elements()});
-      plan.parameter_elements = aligned_tensor_offset(offset + static_cast<size_t>(tensor.elements()));
+      plan.parameter_elements = comm::aligned_tensor_offset(offset + static_cast<size_t>(tensor.elements()));
     } else if (tensor.role == TensorRole::bn_batches_tracked) {
       plan.buffer_offset[i] = plan.tracked_buffers++;
     } else {

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   for (const auto& tensor : spec.tensors) {
     if (tensor.is_parameter()) sizes.push_back(static_cast<size_t>(tensor.elements()));
   }
-  auto plan = plan_buckets(sizes, static_cast<size_t>(threshold_mb * 1024 * 1024), 1 << 20, sizeof(float));
+  auto plan = comm::plan_buckets(sizes, static_cast<size_t>(threshold_mb * 1024 * 1024), 1 << 20, sizeof(float));
   std::vector<float> gradients(plan.total_elements, 1.0f);
   const double bytes = static_cast<double>(plan.total_elements) * sizeof(float);
 

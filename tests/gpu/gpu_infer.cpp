@@ -52,7 +52,7 @@ std::vector<float> infer(int depth, int classes, const train::model_io::Safetens
   std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(classes));
   {
     cuda::Context context(stream);
-    train::BucketPlan buckets = train::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+    train::comm::BucketPlan buckets = train::comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
     train::gpu::GpuResNet<T> gpu(plan, buckets, context);
     gpu.upload_state(state);
     const std::vector<float> pixels = images.to_float();

@@ -34,7 +34,7 @@
 #include <vector>
 
 using namespace train;
-using namespace train::gpu;
+using namespace train::comm;
 
 namespace {
 

@@ -238,7 +238,7 @@ float round_to_bf16(float v) {
   return train::gpu_check::Element<bf16>::decode(train::gpu_check::Element<bf16>::encode(v));
 }
 
-bool same_plan(const train::BucketPlan& a, const train::BucketPlan& b, std::string& note) {
+bool same_plan(const train::comm::BucketPlan& a, const train::comm::BucketPlan& b, std::string& note) {
   if (a.total_elements != b.total_elements || a.offset_of_tensor != b.offset_of_tensor ||
       a.bucket_of_tensor != b.bucket_of_tensor || a.buckets.size() != b.buckets.size()) {
     note = "layouts differ";
@@ -298,7 +298,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
                                            : train::GradientMemory::per_activation;
   auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size, memory); };
   auto buckets_of = [&](const train::ResNetPlan& plan) {
-    return train::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
+    return train::comm::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
   };
   const train::ResNetPlan cpu_plan = plan_of();
   CpuResNet<float> cpu(cpu_plan, buckets_of(cpu_plan));

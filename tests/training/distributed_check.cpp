@@ -67,12 +67,12 @@ std::vector<double> reference_gradient(CpuResNet<float>& reference, const std::v
 // step's reduced gradient is also compared with the one-process reference.
 std::vector<float> distributed_parameters(int rank, int ranks, size_t bucket_bytes, double* worst_error) {
   const ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), batch, size, size);
-  const BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), bucket_bytes);
+  const comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), bucket_bytes);
   CpuResNet<float> model(plan, buckets);
   model.initialize(42);
   std::optional<CpuResNet<float>> reference;
   if (worst_error != nullptr && rank == 0) reference.emplace(plan, buckets);
-  MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),
+  comm::MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),
                              std::chrono::seconds(120));
   for (int step = 0; step < steps; ++step) {
     Shard data = make_shard(step, rank);

@@ -61,18 +61,18 @@ int main(int argc, char** argv) {
           "ranks of one host: offset 0, rank 0 leads", rank);
 
     const std::string mine(static_cast<size_t>(rank == 1 ? 0 : 1000 * rank + 3), static_cast<char>('a' + rank));
-    const std::vector<std::string> texts = gather_texts(mine, MPI_COMM_WORLD, timeout, "the check's texts");
+    const std::vector<std::string> texts = comm::gather_texts(mine, MPI_COMM_WORLD, timeout, "the check's texts");
     bool gathered = rank == 0 ? texts.size() == static_cast<size_t>(size) : texts.empty();
     for (size_t r = 0; rank == 0 && r < texts.size(); ++r) {
       gathered = gathered && texts[r] == std::string(r == 1 ? 0 : 1000 * r + 3, static_cast<char>('a' + r));
     }
     check(gathered, "gather_texts: every rank's text on rank 0, by rank", rank);
 
-    BucketPlan plan = plan_gradient_buckets({1000, 30, 70000, 5, 200000}, 100000);
+    comm::BucketPlan plan = comm::plan_gradient_buckets({1000, 30, 70000, 5, 200000}, 100000);
     std::vector<float> gradients(plan.total_elements, 1.0f);
-    MpiGradientReducer reducer(MPI_COMM_WORLD, plan, gradients.data(), timeout);
+    comm::MpiGradientReducer reducer(MPI_COMM_WORLD, plan, gradients.data(), timeout);
     std::map<size_t, std::vector<std::string>> seen;
-    reducer.set_bucket_hooks(BucketHooks{
+    reducer.set_bucket_hooks(comm::BucketHooks{
         [&](size_t bucket, size_t bytes) { seen[bucket].push_back(fmt::format("start {}", bytes)); },
         [&](size_t bucket, size_t bytes) { seen[bucket].push_back(fmt::format("end {}", bytes)); }});
     bool hooks_right = plan.buckets.size() >= 2;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 using namespace train;
+using namespace train::comm;
 
 namespace {
 

@@ -86,7 +86,7 @@ TEST_CASE("timeline: layer groups of every ResNet", "[timeline]") {
 
 TEST_CASE("timeline: the passes mark each layer group forward and backward, only when asked", "[timeline]") {
   ResNetPlan plan = plan_resnet(build_resnet_spec(18, 10), 2, 32, 32, GradientMemory::per_activation);
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
   CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(3);
   std::vector<float> images(2 * 32 * 32 * 3, 0.5f);
