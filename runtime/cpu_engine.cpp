@@ -10,7 +10,7 @@ CpuEngine::CpuEngine(const TrainingSettings& settings, int classes, const RankId
                      std::chrono::milliseconds timeout)
     : settings_(settings),
       gradient_scale_(1.0f / static_cast<float>(identity.size)),
-      model_(make_model<CpuResNet<float>>(settings, classes)),
+      model_(make_model<model::CpuResNet<float>>(settings, classes)),
       reducer_(comm, model_.bucket_plan(), model_.all_gradients().data(), timeout) {}
 
 std::string CpuEngine::describe() const {
@@ -20,11 +20,11 @@ std::string CpuEngine::describe() const {
 void CpuEngine::initialize(uint64_t seed) { model_.initialize(seed); }
 
 void CpuEngine::import_momentum(const std::vector<model_io::Tensor>& tensors) {
-  train::import_momentum(model_.plan(), tensors, model_.all_momentum().data());
+  train::model::import_momentum(model_.plan(), tensors, model_.all_momentum().data());
 }
 
-ExportedTensors CpuEngine::export_momentum() {
-  return train::export_momentum(model_.plan(), model_.all_momentum().data());
+model::ExportedTensors CpuEngine::export_momentum() {
+  return train::model::export_momentum(model_.plan(), model_.all_momentum().data());
 }
 
 // One step: forward and backward with each bucket's allreduce started as backward completes it, the wait
@@ -74,16 +74,17 @@ void CpuEngine::record_steps(int64_t steps) {
   marks_.assign(static_cast<size_t>(std::max<int64_t>(0, steps)) * layout.per_step(), 0);
   marking_ = steps > 0;
   if (!marking_) return;
-  model_.set_pass_marks([this](Pass pass, int group) {
+  model_.set_pass_marks([this](model::Pass pass, int group) {
     const StepMarkLayout& l = cursor_.layout();
-    if (pass == Pass::forward) {
+    if (pass == model::Pass::forward) {
       mark(group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
     } else {
       mark(group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
     }
   });
-  reducer_.set_bucket_hooks(comm::BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
-                                        [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
+  reducer_.set_bucket_hooks(
+      comm::BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
+                        [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
 }
 
 void CpuEngine::stop_marking() {

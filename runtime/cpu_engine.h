@@ -26,14 +26,14 @@ class CpuEngine final : public Engine {
             std::chrono::milliseconds timeout);
 
   std::string describe() const override;
-  const ResNetPlan& plan() const override { return model_.plan(); }
+  const model::ResNetPlan& plan() const override { return model_.plan(); }
   size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
 
   void initialize(uint64_t seed) override;
   void import_model(const std::vector<model_io::Tensor>& tensors) override { model_.import_state(tensors); }
   void import_momentum(const std::vector<model_io::Tensor>& tensors) override;
-  ExportedTensors export_model() override { return model_.export_state(); }
-  ExportedTensors export_momentum() override;
+  model::ExportedTensors export_model() override { return model_.export_state(); }
+  model::ExportedTensors export_momentum() override;
   std::vector<float> parameters() override { return model_.all_values(); }
 
   void train_step(const data::Batch& batch, double learning_rate) override;
@@ -49,7 +49,7 @@ class CpuEngine final : public Engine {
 
   const TrainingSettings& settings_;
   float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
-  CpuResNet<float> model_;
+  model::CpuResNet<float> model_;
   comm::MpiGradientReducer reducer_;
   StepTotals totals_;                  // since the last request
   std::deque<StepTotals> requested_;  // requested, not yet taken

@@ -32,7 +32,7 @@ namespace cuda = ops::cuda;
 cuda::DeviceMemory make_device(size_t bytes) {
   cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
   if (!memory) {
-    throw gpu::DeviceOutOfMemory(fmt::format("the engine's buffers ({} bytes more) do not fit on the GPU", bytes));
+    throw cuda::DeviceOutOfMemory(fmt::format("the engine's buffers ({} bytes more) do not fit on the GPU", bytes));
   }
   return memory;
 }
@@ -57,14 +57,14 @@ class CudaEngine final : public Engine {
   ~CudaEngine() override;
 
   std::string describe() const override;
-  const ResNetPlan& plan() const override { return model_.plan(); }
+  const model::ResNetPlan& plan() const override { return model_.plan(); }
   size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
 
   void initialize(uint64_t seed) override;
   void import_model(const std::vector<model_io::Tensor>& tensors) override;
   void import_momentum(const std::vector<model_io::Tensor>& tensors) override;
-  ExportedTensors export_model() override;
-  ExportedTensors export_momentum() override;
+  model::ExportedTensors export_model() override;
+  model::ExportedTensors export_momentum() override;
   std::vector<float> parameters() override;
 
   void train_step(const data::Batch& batch, double learning_rate) override;
@@ -101,7 +101,7 @@ class CudaEngine final : public Engine {
   cuda::Event bucket_ready_, reduced_;
   cuda::Context context_;
   comm::NcclCommunicator comm_;
-  gpu::GpuResNet<T> model_;
+  model::GpuResNet<T> model_;
   comm::NcclGradientReducer reducer_;
   // Two upload slots: step k's batch goes to slot k % 2 while step k - 1 computes from the other one.
   cuda::DeviceMemory images_[2], labels_[2];
@@ -153,15 +153,15 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       reduced_(cuda::make_event()),
       context_(compute_.get()),
       comm_(comm, timeout),
-      model_(make_model<gpu::GpuResNet<T>>(settings, classes, context_)),
+      model_(make_model<model::GpuResNet<T>>(settings, classes, context_)),
       // fp32 buckets, averaged by NCCL in fp32: each bucket's bf16 gradients are widened into the fp32
       // buffer on the compute stream just before its reduction starts.
-      reducer_(comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
-               comm::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(),
-                                                 reduced_.get()},
-               timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
+      reducer_(
+          comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
+          comm::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(), reduced_.get()},
+          timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
-  const ResNetPlan& p = model_.plan();
+  const model::ResNetPlan& p = model_.plan();
   const size_t image_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.height * p.width * 3);
   const size_t logit_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.spec.num_classes);
   for (int slot = 0; slot < 2; ++slot) {
@@ -240,7 +240,7 @@ void CudaEngine<T>::reduce_once() {
 
 template <typename T>
 int64_t CudaEngine<T>::pixels(const data::Batch& batch) const {
-  const ResNetPlan& p = model_.plan();
+  const model::ResNetPlan& p = model_.plan();
   if (batch.size < 1 || batch.size > p.max_batch || batch.height != p.height || batch.width != p.width) {
     throw std::invalid_argument(fmt::format("a batch of {} images of {}x{} for a model of up to {} images of {}x{}",
                                             batch.size, batch.height, batch.width, p.max_batch, p.height, p.width));
@@ -268,7 +268,7 @@ template <typename T>
 void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
   try {
     enqueue_step(batch, learning_rate);
-  } catch (const gpu::DeviceOutOfMemory& error) {
+  } catch (const cuda::DeviceOutOfMemory& error) {
     throw ConfigError(does_not_fit(settings_, comm_.rank(), error.what()));
   }
 }
@@ -377,9 +377,9 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   TRAIN_CUDA_CHECK(cudaEventRecord(marks_zeroed_.get(), copy_.get()));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
   clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
-  model_.set_pass_marks([this](Pass pass, int group) {
+  model_.set_pass_marks([this](model::Pass pass, int group) {
     const StepMarkLayout& l = cursor_.layout();
-    if (pass == Pass::forward) {
+    if (pass == model::Pass::forward) {
       mark(compute_.get(), group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
     } else {
       mark(compute_.get(), group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
@@ -450,7 +450,7 @@ template <typename T>
 void CudaEngine<T>::infer(const data::Batch& batch, float* logits) {
   try {
     infer_into(batch, logits);
-  } catch (const gpu::DeviceOutOfMemory& error) {
+  } catch (const cuda::DeviceOutOfMemory& error) {
     throw ConfigError(does_not_fit(settings_, comm_.rank(), error.what()));
   }
 }
@@ -481,10 +481,10 @@ void CudaEngine<T>::infer_into(const data::Batch& batch, float* logits) {
 template <typename T>
 void CudaEngine<T>::initialize(uint64_t seed) {
   drain("the GPU before initialising the model");
-  const ResNetPlan& p = model_.plan();
-  HostModelState state{std::vector<float>(p.parameter_elements), std::vector<float>(p.float_buffer_elements),
-                       std::vector<int64_t>(p.tracked_buffers)};
-  initialize_resnet(p, seed, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+  const model::ResNetPlan& p = model_.plan();
+  model::HostModelState state{std::vector<float>(p.parameter_elements), std::vector<float>(p.float_buffer_elements),
+                              std::vector<int64_t>(p.tracked_buffers)};
+  model::initialize_resnet(p, seed, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
   model_.upload_state(state);
   model_.upload_momentum(std::vector<float>(p.parameter_elements, 0.0f));
 }
@@ -492,8 +492,9 @@ void CudaEngine<T>::initialize(uint64_t seed) {
 template <typename T>
 void CudaEngine<T>::import_model(const std::vector<model_io::Tensor>& tensors) {
   drain("the GPU before loading weights");
-  HostModelState state = model_.download_state();
-  import_model_state(model_.plan(), tensors, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+  model::HostModelState state = model_.download_state();
+  model::import_model_state(model_.plan(), tensors, state.parameters.data(), state.float_buffers.data(),
+                            state.tracked.data());
   model_.upload_state(state);
 }
 
@@ -501,21 +502,21 @@ template <typename T>
 void CudaEngine<T>::import_momentum(const std::vector<model_io::Tensor>& tensors) {
   drain("the GPU before loading momentum");
   std::vector<float> momentum = model_.download_momentum();
-  train::import_momentum(model_.plan(), tensors, momentum.data());
+  train::model::import_momentum(model_.plan(), tensors, momentum.data());
   model_.upload_momentum(momentum);
 }
 
 template <typename T>
-ExportedTensors CudaEngine<T>::export_model() {
+model::ExportedTensors CudaEngine<T>::export_model() {
   drain("the GPU before reading the model");
   return model_.export_state();
 }
 
 template <typename T>
-ExportedTensors CudaEngine<T>::export_momentum() {
+model::ExportedTensors CudaEngine<T>::export_momentum() {
   drain("the GPU before reading momentum");
   const std::vector<float> momentum = model_.download_momentum();
-  return train::export_momentum(model_.plan(), momentum.data());
+  return train::model::export_momentum(model_.plan(), momentum.data());
 }
 
 template <typename T>
@@ -534,7 +535,7 @@ std::unique_ptr<Engine> make_cuda_engine(const TrainingSettings& settings, int c
       return std::make_unique<CudaEngine<__nv_bfloat16>>(settings, classes, comm, timeout);
     }
     return std::make_unique<CudaEngine<float>>(settings, classes, comm, timeout);
-  } catch (const gpu::DeviceOutOfMemory& error) {
+  } catch (const cuda::DeviceOutOfMemory& error) {
     throw ConfigError(does_not_fit(settings, identity.rank, error.what()));
   }
 }

@@ -66,7 +66,7 @@ void check_allreduce(const RankIdentity& identity) {
   long long expected = static_cast<long long>(identity.size) * (identity.size + 1) / 2;
   if (sum != expected) {
     throw comm::MpiError(fmt::format("rank {}: allreduce check failed: the sum of 1..{} came back as {}, expected {}",
-                               identity.rank, identity.size, sum, expected));
+                                     identity.rank, identity.size, sum, expected));
   }
   if (identity.rank == 0) {
     write_line(1, fmt::format("allreduce check passed: {} ranks summed to {}", identity.size, sum));

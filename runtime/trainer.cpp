@@ -108,7 +108,7 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
     const bool in_epoch = have_pending && pending.position.epoch == epoch;
     int64_t ranks_with_data = in_epoch ? 1 : 0;
     comm::bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
-                      "the vote on the end of a Pipe-mode epoch");
+                            "the vote on the end of a Pipe-mode epoch");
     if (ranks_with_data == 0) {
       if (identity_.rank == 0 && steps_in_epoch != steps_per_epoch_) {
         log_info("note: Pipe-mode epoch {} took {} steps, but num_training_samples={} implies {}; the learning-rate "

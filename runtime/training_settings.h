@@ -82,8 +82,8 @@ struct TrainingSettings {
   // checked against the reference path it leaves selectable; off by default until a GPU run has shown it
   // right and faster.
   bool fast_path = false;
-  GradientMemory gradient_memory() const {
-    return fast_path ? GradientMemory::shared_by_lifetime : GradientMemory::per_activation;
+  model::GradientMemory gradient_memory() const {
+    return fast_path ? model::GradientMemory::shared_by_lifetime : model::GradientMemory::per_activation;
   }
 };
 

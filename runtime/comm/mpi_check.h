@@ -24,10 +24,10 @@ void throw_mpi_error(int code, const char* call, const char* file, int line);
 
 }  // namespace train::comm
 
-#define MPI_CHECK(call)                                                   \
-  do {                                                                    \
-    int mpi_check_code_ = (call);                                         \
-    if (mpi_check_code_ != MPI_SUCCESS) {                                 \
+#define MPI_CHECK(call)                                                           \
+  do {                                                                            \
+    int mpi_check_code_ = (call);                                                 \
+    if (mpi_check_code_ != MPI_SUCCESS) {                                         \
       ::train::comm::throw_mpi_error(mpi_check_code_, #call, __FILE__, __LINE__); \
-    }                                                                     \
+    }                                                                             \
   } while (0)

@@ -25,14 +25,14 @@ int error_rank();
 
 }  // namespace train::comm
 
-#define TRAIN_CUDA_CHECK(call)                                                                       \
-  do {                                                                                               \
-    const cudaError_t train_status_ = (call);                                                        \
+#define TRAIN_CUDA_CHECK(call)                                                                                   \
+  do {                                                                                                           \
+    const cudaError_t train_status_ = (call);                                                                    \
     if (train_status_ != cudaSuccess) ::train::comm::throw_cuda_error(train_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define TRAIN_NCCL_CHECK(call)                                                                       \
-  do {                                                                                               \
-    const ncclResult_t train_status_ = (call);                                                       \
+#define TRAIN_NCCL_CHECK(call)                                                                                   \
+  do {                                                                                                           \
+    const ncclResult_t train_status_ = (call);                                                                   \
     if (train_status_ != ncclSuccess) ::train::comm::throw_nccl_error(train_status_, #call, __FILE__, __LINE__); \
   } while (0)

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace train {
+namespace train::model {
 
 template <typename T>
 CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
@@ -100,4 +100,4 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
 template class CpuResNet<float>;
 template class CpuResNet<double>;
 
-}  // namespace train
+}  // namespace train::model

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 template <typename T>
 class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
@@ -123,4 +123,4 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
 extern template class CpuResNet<float>;
 extern template class CpuResNet<double>;
 
-}  // namespace train
+}  // namespace train::model

@@ -13,7 +13,7 @@
 #include <string>
 #include <type_traits>
 
-namespace train::gpu {
+namespace train::model {
 
 namespace {
 
@@ -35,9 +35,9 @@ template <typename T>
 void* GpuResNet<T>::allocate_bytes(size_t bytes) {
   cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
   if (!memory) {
-    throw DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
-                                        static_cast<double>(bytes) / (1 << 30),
-                                        static_cast<double>(device_bytes_) / (1 << 30)));
+    throw cuda::DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
+                                              static_cast<double>(bytes) / (1 << 30),
+                                              static_cast<double>(device_bytes_) / (1 << 30)));
   }
   memory_.push_back(std::move(memory));
   device_bytes_ += bytes;
@@ -424,4 +424,4 @@ const float* GpuResNet<T>::trust_ratios() const {
 template class GpuResNet<float>;
 template class GpuResNet<cuda::bf16>;
 
-}  // namespace train::gpu
+}  // namespace train::model

@@ -52,10 +52,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace train::gpu {
-
-// The GPU has too little memory for what was asked (the model at its largest batch, a workspace).
-using DeviceOutOfMemory = ops::cuda::DeviceOutOfMemory;
+namespace train::model {
 
 template <typename T>
 class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
@@ -192,4 +189,4 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
 extern template class GpuResNet<float>;
 extern template class GpuResNet<__nv_bfloat16>;
 
-}  // namespace train::gpu
+}  // namespace train::model

@@ -7,7 +7,7 @@
 #include <map>
 #include <stdexcept>
 
-namespace train {
+namespace train::model {
 
 void ExportedTensors::add(std::string name, std::vector<int64_t> shape, std::vector<float> values) {
   floats_.push_back(std::move(values));
@@ -162,6 +162,7 @@ template ExportedTensors export_model_state(const ResNetPlan&, const double*, co
 template void import_model_state(const ResNetPlan&, const std::vector<model_io::Tensor>&, float*, float*, int64_t*);
 template void import_model_state(const ResNetPlan&, const std::vector<model_io::Tensor>&, double*, double*, int64_t*);
 template ExportedTensors export_gradients(const ResNetPlan&, const comm::BucketPlan&, const float*, const std::string&);
-template ExportedTensors export_gradients(const ResNetPlan&, const comm::BucketPlan&, const double*, const std::string&);
+template ExportedTensors export_gradients(const ResNetPlan&, const comm::BucketPlan&, const double*,
+                                          const std::string&);
 
-}  // namespace train
+}  // namespace train::model

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 // Tensors converted for a file, with the storage their views point into.
 class ExportedTensors {
@@ -71,4 +71,4 @@ template <typename T>
 std::vector<T> convert_conv_layout(const std::vector<T>& source, const std::vector<int64_t>& oihw_shape,
                                    bool to_oihw);
 
-}  // namespace train
+}  // namespace train::model

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 // The timeline's marks in a training step (runtime/timeline/): mark(pass, group) as the pass enters each
 // layer group (spec's layer_group_name, forward order for forward, reverse for backward) and
@@ -358,4 +358,4 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
   if (marks) pass_marks_(Pass::backward, -1);
 }
 
-}  // namespace train
+}  // namespace train::model

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train {
+namespace train::model {
 
 int64_t ResNetPlan::gradient_elements() const {
   int64_t total = 0;
@@ -341,4 +341,4 @@ void initialize_resnet(const ResNetPlan& plan, uint64_t seed, T* parameters, T* 
 template void initialize_resnet(const ResNetPlan&, uint64_t, float*, float*, int64_t*);
 template void initialize_resnet(const ResNetPlan&, uint64_t, double*, double*, int64_t*);
 
-}  // namespace train
+}  // namespace train::model

@@ -59,7 +59,7 @@ ClockAlignment align_clocks(const RankIdentity& identity, MPI_Comm comm, std::ch
   std::vector<int> leads(size, 0);
   if (leader && identity.rank != 0) leads[static_cast<size_t>(identity.rank)] = 1;
   comm::bounded_allreduce(leads.data(), identity.size, MPI_INT, MPI_MAX, comm, timeout,
-                    "the timeline's clock alignment (the hosts' first ranks)");
+                          "the timeline's clock alignment (the hosts' first ranks)");
   // [0, size): each leader's offset; [size, 2 size): its uncertainty; [2 size]: the origin.
   std::vector<int64_t> found(2 * size + 1, 0);
   if (identity.rank == 0) {
@@ -73,7 +73,7 @@ ClockAlignment align_clocks(const RankIdentity& identity, MPI_Comm comm, std::ch
     found[size + static_cast<size_t>(identity.rank)] = uncertainty;
   }
   comm::bounded_allreduce(found.data(), static_cast<int>(found.size()), MPI_INT64_T, MPI_SUM, comm, timeout,
-                    "the timeline's clock alignment (the hosts' offsets)");
+                          "the timeline's clock alignment (the hosts' offsets)");
   alignment.clock.offset_ns = found[static_cast<size_t>(alignment.leader)];
   alignment.uncertainty_ns = found[size + static_cast<size_t>(alignment.leader)];
   alignment.clock.origin_ns = found[2 * size];

@@ -227,7 +227,8 @@ void Timeline::finish(Engine& engine) {
              identity_.rank, skipped, dropped_, max_timeline_events);
   }
 
-  const std::vector<std::string> summaries = comm::gather_texts(mine.dump(), comm_, timeout_, "the timeline's summaries");
+  const std::vector<std::string> summaries =
+      comm::gather_texts(mine.dump(), comm_, timeout_, "the timeline's summaries");
   const std::vector<std::string> parts = comm::gather_texts(part, comm_, timeout_, "the timeline's events");
   if (identity_.rank != 0) return;
   nlohmann::json ranks = nlohmann::json::array();

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]);
   if (argc == 5) repeats = std::atoi(argv[4]);
-  const ResNetSpec spec = build_resnet_spec(depth, 1000);
+  const model::ResNetSpec spec = model::build_resnet_spec(depth, 1000);
   std::mt19937 generator(1);
 
   std::vector<Shape> shapes(static_cast<std::size_t>(spec.activation_count));
@@ -73,17 +73,17 @@ int main(int argc, char** argv) {
   std::vector<std::pair<double, std::string>> by_layer;  // seconds per step, "layer name kind"
   std::vector<std::int32_t> labels(static_cast<std::size_t>(batch), 0);
 
-  auto record = [&](const LayerSpec& layer, const std::string& kind, double seconds) {
+  auto record = [&](const model::LayerSpec& layer, const std::string& kind, double seconds) {
     by_kind[kind] += seconds;
     by_layer.emplace_back(seconds, layer.name + " " + kind);
   };
-  for (const LayerSpec& layer : spec.layers) {
+  for (const model::LayerSpec& layer : spec.layers) {
     const Shape in = shapes[static_cast<std::size_t>(layer.input)];
     Shape out = in;
     const float* x = values[static_cast<std::size_t>(layer.input)].data();
     std::vector<float> dx(static_cast<std::size_t>(in.size()));
     switch (layer.kind) {
-      case LayerKind::conv: {
+      case model::LayerKind::conv: {
         const auto s = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
                                                 layer.stride, layer.padding);
         out = {in.n, s.out_h(), s.out_w(), layer.out_channels};
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::batch_norm: {
+      case model::LayerKind::batch_norm: {
         const std::int64_t rows = std::int64_t{in.n} * in.h * in.w;
         std::vector<float> gamma(static_cast<std::size_t>(in.c), 1.0f), beta(gamma.size(), 0.0f);
         std::vector<float> running_mean(gamma.size(), 0.0f), running_var(gamma.size(), 1.0f), mean(gamma.size()),
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::relu: {
+      case model::LayerKind::relu: {
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const auto dy = random_values(in.size(), generator);
         double forward = 0, backward = 0;
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::max_pool: {
+      case model::LayerKind::max_pool: {
         const ops::Pool2dShape s{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
         out = {in.n, s.out_h(), s.out_w(), in.c};
         std::vector<float> y(static_cast<std::size_t>(out.size()));
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::residual_add: {
+      case model::LayerKind::residual_add: {
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const float* b = values[static_cast<std::size_t>(layer.input_b)].data();
         double forward = 0, backward = 0;
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::global_avg_pool: {
+      case model::LayerKind::global_avg_pool: {
         out = {in.n, 1, 1, in.c};
         std::vector<float> y(static_cast<std::size_t>(out.size()));
         double forward = 0, backward = 0;
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::fully_connected: {
+      case model::LayerKind::fully_connected: {
         out = {in.n, 1, 1, layer.out_channels};
         const auto w = random_values(std::int64_t{layer.out_channels} * in.c, generator);
         std::vector<float> b(static_cast<std::size_t>(layer.out_channels), 0.0f), y(static_cast<std::size_t>(out.size()));

@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
   }
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   const int classes = 1000;
-  ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), batch, size, size);
+  model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(depth, classes), batch, size, size);
   comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(1);
   std::mt19937 generator(1);
   std::normal_distribution<float> normal;

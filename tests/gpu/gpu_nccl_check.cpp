@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       ops::cuda::Context context(stream.get());
       NcclCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(120));
       std::vector<size_t> sizes;
-      for (const auto& tensor : build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
+      for (const auto& tensor : model::build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
         if (tensor.is_parameter()) sizes.push_back(static_cast<size_t>(tensor.elements()));
       }
       for (size_t threshold : {size_t{4}, size_t{1} << 20, size_t{25} << 20, size_t{123457}, size_t{1} << 32}) {

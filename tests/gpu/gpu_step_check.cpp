@@ -283,24 +283,25 @@ std::string cosine_note(const Stats& s, double max_norm_ratio_error) {
 
 template <typename T>
 void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& context, Table& table) {
-  using train::CpuResNet;
-  using train::TensorRole;
-  using train::gpu::GpuResNet;
+  using train::model::CpuResNet;
+  using train::model::GpuResNet;
+  using train::model::TensorRole;
   constexpr bool is_bf16 = !std::is_same_v<T, float>;
   const std::string mode = is_bf16 ? "bf16" : "fp32";
   const auto started = std::chrono::steady_clock::now();
 
-  const train::ResNetSpec spec = train::build_resnet_spec(c.depth, c.classes);
+  const train::model::ResNetSpec spec = train::model::build_resnet_spec(c.depth, c.classes);
   // Each model gets a plan and buckets of its own, made the way the engines make them.
   // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
-  const train::GradientMemory memory = train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
-                                           ? train::GradientMemory::shared_by_lifetime
-                                           : train::GradientMemory::per_activation;
-  auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size, memory); };
-  auto buckets_of = [&](const train::ResNetPlan& plan) {
+  const train::model::GradientMemory memory =
+      train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
+          ? train::model::GradientMemory::shared_by_lifetime
+          : train::model::GradientMemory::per_activation;
+  auto plan_of = [&] { return train::model::plan_resnet(spec, c.batch, c.size, c.size, memory); };
+  auto buckets_of = [&](const train::model::ResNetPlan& plan) {
     return train::comm::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
   };
-  const train::ResNetPlan cpu_plan = plan_of();
+  const train::model::ResNetPlan cpu_plan = plan_of();
   CpuResNet<float> cpu(cpu_plan, buckets_of(cpu_plan));
   cpu.initialize(seed);
   Random random(seed + 1);
@@ -312,9 +313,9 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     for (float& v : cpu.all_values()) v = round_to_bf16(v);
   }
 
-  const train::ResNetPlan gpu_plan = plan_of();
+  const train::model::ResNetPlan gpu_plan = plan_of();
   GpuResNet<T> gpu(gpu_plan, buckets_of(gpu_plan), context);
-  gpu.upload_state(train::HostModelState{cpu.all_values(), cpu.all_buffers(), cpu.all_tracked()});
+  gpu.upload_state(train::model::HostModelState{cpu.all_values(), cpu.all_buffers(), cpu.all_tracked()});
   DeviceBuffer<T> device_images(image_count, images);
   DeviceBuffer<std::int32_t> device_labels(labels.size(), std::vector<float>(labels.begin(), labels.end()));
 
@@ -544,7 +545,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
 
   // ---- from here on the CPU model holds the GPU model's state ----
   {
-    train::HostModelState state = gpu.download_state();
+    train::model::HostModelState state = gpu.download_state();
     cpu.all_values() = std::move(state.parameters);
     cpu.all_buffers() = std::move(state.float_buffers);
     cpu.all_tracked() = std::move(state.tracked);
@@ -576,7 +577,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     const std::filesystem::path directory(pattern);
     std::string problem;
     try {
-      train::ExportedTensors exported = gpu.export_state();
+      train::model::ExportedTensors exported = gpu.export_state();
       train::model_io::ModelDescription description;
       description.num_layers = c.depth;
       description.num_classes = c.classes;
@@ -589,7 +590,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
         problem = "model.json missing";
       }
       // The CPU model's export of the same state (model_state.cpp: the trainer's path to model files).
-      train::ExportedTensors reference = cpu.export_state();
+      train::model::ExportedTensors reference = cpu.export_state();
       if (problem.empty() && file.tensors.size() != reference.views().size()) {
         problem = std::to_string(file.tensors.size()) + " tensors in the file, the CPU export has " +
                   std::to_string(reference.views().size());

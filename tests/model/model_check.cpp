@@ -21,6 +21,7 @@
 #include <iostream>
 
 using namespace train;
+using namespace train::model;
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 using namespace train;
+using namespace train::model;
 
 namespace {
 
