@@ -41,7 +41,7 @@ class CpuEngine final : public Engine {
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
   void record_steps(int64_t steps) override;
-  RecordedSteps take_recorded_steps() override;
+  timeline::RecordedSteps take_recorded_steps() override;
 
  private:
   void mark(size_t slot) { marks_[cursor_.index(slot)] = monotonic_ns(); }
@@ -55,7 +55,7 @@ class CpuEngine final : public Engine {
   std::deque<StepTotals> requested_;  // requested, not yet taken
   // The timeline's marks: while cursor_ has steps to record, the model's passes and the reducer's buckets
   // mark too (their hooks are set only then).
-  StepMarkCursor cursor_;
+  timeline::StepMarkCursor cursor_;
   bool marking_ = false;
   std::vector<int64_t> marks_;
 };

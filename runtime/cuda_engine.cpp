@@ -72,7 +72,7 @@ class CudaEngine final : public Engine {
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
   void record_steps(int64_t steps) override;
-  RecordedSteps take_recorded_steps() override;
+  timeline::RecordedSteps take_recorded_steps() override;
 
  private:
   static constexpr bool is_bf16 = !std::is_same_v<T, float>;
@@ -130,7 +130,7 @@ class CudaEngine final : public Engine {
   // device_marks_, room for settings.timeline's steps taken when the engine is made (recording never
   // allocates); copied to host_marks_ by the compute stream after the last recorded step, read an interval
   // later; put on the host's clock by the probe's measurements at the start and the end of the recording.
-  StepMarkCursor cursor_;
+  timeline::StepMarkCursor cursor_;
   bool marking_ = false, marks_copy_enqueued_ = false;
   int64_t mark_capacity_ = 0;  // steps
   size_t upload_bytes_ = 0;    // the last recorded step's batch
@@ -184,7 +184,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
   host_totals_ = cuda::allocate_pinned(sizeof(double) * 4 * totals_slots);
   for (auto& event : totals_copied_) event = cuda::make_event();
   if (settings.timeline) {
-    StepMarkLayout layout;
+    timeline::StepMarkLayout layout;
     layout.buckets = model_.bucket_plan().buckets.size();
     mark_capacity_ = settings.timeline->steps();
     const size_t bytes = sizeof(unsigned long long) * static_cast<size_t>(mark_capacity_) * layout.per_step();
@@ -278,25 +278,25 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   const int64_t count = pixels(batch);
   const int slot = static_cast<int>(steps_ % 2);
   const bool marked = marking_ && cursor_.begin_step();
-  const StepMarkLayout& layout = cursor_.layout();
+  const timeline::StepMarkLayout& layout = cursor_.layout();
   // The slot is free once the step two back has run (it read these buffers until its backward ended).
   std::memcpy(host_labels_[slot].get(), batch.labels.data(), sizeof(std::int32_t) * static_cast<size_t>(batch.size));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), consumed_[slot].get(), 0));
-  if (marked) mark(copy_.get(), layout.at(Mark::upload_begin));
+  if (marked) mark(copy_.get(), layout.at(timeline::Mark::upload_begin));
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[slot].get(), batch.images.data(), sizeof(float) * static_cast<size_t>(count),
                                    cudaMemcpyHostToDevice, copy_.get()));
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[slot].get(), host_labels_[slot].get(),
                                    sizeof(std::int32_t) * static_cast<size_t>(batch.size), cudaMemcpyHostToDevice,
                                    copy_.get()));
   if (marked) {
-    mark(copy_.get(), layout.at(Mark::upload_end));
+    mark(copy_.get(), layout.at(timeline::Mark::upload_end));
     upload_bytes_ = sizeof(float) * static_cast<size_t>(count) + sizeof(std::int32_t) * static_cast<size_t>(batch.size);
   }
   TRAIN_CUDA_CHECK(cudaEventRecord(uploaded_[slot].get(), copy_.get()));
   // Before its wait for the upload: the stream reaches the step once it is done with what came before.
-  if (marked) mark(compute_.get(), layout.at(Mark::compute_begin));
+  if (marked) mark(compute_.get(), layout.at(timeline::Mark::compute_begin));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), uploaded_[slot].get(), 0));
-  if (marked) mark(compute_.get(), layout.at(Mark::forward_begin));
+  if (marked) mark(compute_.get(), layout.at(timeline::Mark::forward_begin));
 
   reducer_.begin_step();
   model_.train_step(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()), batch.size,
@@ -308,11 +308,11 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   cuda::record_device_time(compute_.get(), clock);
   cuda::record_device_time(communication_.get(), clock + 1);
   reducer_.finish();
-  if (marked) mark(compute_.get(), layout.at(Mark::reductions_done));
+  if (marked) mark(compute_.get(), layout.at(timeline::Mark::reductions_done));
   cuda::add_elapsed_seconds(compute_.get(), clock, clock + 1, static_cast<double*>(reduction_wait_.get()));
   model_.sgd_step(optimizer_options(settings_, learning_rate));
   if (marked) {
-    mark(compute_.get(), layout.at(Mark::optimizer_end));
+    mark(compute_.get(), layout.at(timeline::Mark::optimizer_end));
     if (!cursor_.more()) {
       stop_marking();
       enqueue_marks_copy();
@@ -361,7 +361,7 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   if (steps > mark_capacity_) {
     throw std::logic_error(fmt::format("CudaEngine: {} steps to record, room for {}", steps, mark_capacity_));
   }
-  StepMarkLayout layout;
+  timeline::StepMarkLayout layout;
   layout.buckets = model_.bucket_plan().buckets.size();
   cursor_.start(layout, steps);
   marks_copy_enqueued_ = false;
@@ -378,11 +378,11 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
   clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
   model_.set_pass_marks([this](model::Pass pass, int group) {
-    const StepMarkLayout& l = cursor_.layout();
+    const timeline::StepMarkLayout& l = cursor_.layout();
     if (pass == model::Pass::forward) {
-      mark(compute_.get(), group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
+      mark(compute_.get(), group < 0 ? l.at(timeline::Mark::forward_end) : l.forward_group(group));
     } else {
-      mark(compute_.get(), group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
+      mark(compute_.get(), group < 0 ? l.at(timeline::Mark::backward_end) : l.backward_group(group));
     }
   });
   reducer_.set_bucket_hooks(comm::BucketHooks{
@@ -413,8 +413,8 @@ void CudaEngine<T>::enqueue_marks_copy() {
 // The device's times on the host's clock: device - host measured at the start and at the end of the
 // recording, interpolated between them by device time (the two clocks may drift apart).
 template <typename T>
-RecordedSteps CudaEngine<T>::take_recorded_steps() {
-  RecordedSteps recorded;
+timeline::RecordedSteps CudaEngine<T>::take_recorded_steps() {
+  timeline::RecordedSteps recorded;
   recorded.device = true;
   recorded.layout = cursor_.layout();
   for (size_t b = 0; b < recorded.layout.buckets; ++b) recorded.bucket_bytes.push_back(model_.bucket_plan().bytes(b));
@@ -435,8 +435,9 @@ RecordedSteps CudaEngine<T>::take_recorded_steps() {
   const auto* device_marks = static_cast<const unsigned long long*>(host_marks_.get());
   std::vector<int64_t> device(rows * recorded.layout.per_step());
   for (size_t i = 0; i < device.size(); ++i) device[i] = static_cast<int64_t>(device_marks[i]);
-  recorded.marks = device_times_on_host(device, ClockReading{first.device_ns, first.device_minus_host_ns},
-                                        ClockReading{last.device_ns, last.device_minus_host_ns});
+  recorded.marks =
+      timeline::device_times_on_host(device, timeline::ClockReading{first.device_ns, first.device_minus_host_ns},
+                                     timeline::ClockReading{last.device_ns, last.device_minus_host_ns});
   recorded.clock = fmt::format("device timestamps (%globaltimer) on the host's clock, offset measured {} and {} "
                                "(uncertainty {} ns and {} ns)",
                                clock_at_start_ ? "at the start" : "-", at_end ? "at the end" : "-",

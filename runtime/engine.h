@@ -101,7 +101,7 @@ class Engine {
   virtual void record_steps(int64_t steps) = 0;
   // The marks of the steps recorded so far, on this host's monotonic clock, and the end of the recording.
   // Waits for their work: call it well after the last one (an interval later), when that has long run.
-  virtual RecordedSteps take_recorded_steps() = 0;
+  virtual timeline::RecordedSteps take_recorded_steps() = 0;
 
   // ---- inference (waits) ---------------------------------------------------------------------------------
   // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.

@@ -55,7 +55,9 @@ int Trainer::run() {
   if (settings_.weights_dir) load_initial_weights();
   resume_if_checkpointed();
   open_sample_log();
-  if (settings_.timeline) timeline_ = std::make_unique<Timeline>(settings_, identity_, comm_, collective_timeout());
+  if (settings_.timeline) {
+    timeline_ = std::make_unique<timeline::Timeline>(settings_, identity_, comm_, collective_timeout());
+  }
 
   std::unique_ptr<data::BatchLoader> loader =
       data_->open_training(resume_position_, timeline_ ? timeline_->loader_observer() : nullptr);
@@ -212,7 +214,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   if (sample_log_) log_samples(batch, padding);
   last_learning_rate_ = schedule_.at(step_);
   {
-    const TimelineSpan span(timeline_.get(), "train_step", TraceCategory::detail);
+    const timeline::TimelineSpan span(timeline_.get(), "train_step", timeline::TraceCategory::detail);
     engine_->train_step(batch, last_learning_rate_);
   }
   ++step_;
@@ -220,7 +222,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   int stop = stop_requested() ? 1 : 0;
   const auto vote_started = clock::now();
   {
-    const TimelineSpan span(timeline_.get(), "stop vote", TraceCategory::exposed_communication);
+    const timeline::TimelineSpan span(timeline_.get(), "stop vote", timeline::TraceCategory::exposed_communication);
     comm::bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
   }
   // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
@@ -237,7 +239,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
 // computed them and goes on with this step while they are read, where asking for this step's own would
 // leave it idle after every logged step.
 void Trainer::log_progress(int64_t epoch) {
-  const TimelineSpan span(timeline_.get(), "log line", TraceCategory::detail);
+  const timeline::TimelineSpan span(timeline_.get(), "log line", timeline::TraceCategory::detail);
   engine_->request_totals();
   const double trained = training_seconds();
   const auto now = clock::now();
@@ -317,12 +319,12 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
   if (settings_.skip_corrupt) report_corrupt(epoch);
   std::optional<Validation> validation;
   {
-    const TimelineSpan span(timeline_.get(), "validation", TraceCategory::pause);
+    const timeline::TimelineSpan span(timeline_.get(), "validation", timeline::TraceCategory::pause);
     validation = validate(epoch);
   }
   report_epoch(epoch, validation, complete);
   if (complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
-    const TimelineSpan span(timeline_.get(), "checkpoint", TraceCategory::pause);
+    const timeline::TimelineSpan span(timeline_.get(), "checkpoint", timeline::TraceCategory::pause);
     save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
   }
   if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 namespace {
 
@@ -80,4 +80,4 @@ ClockAlignment align_clocks(const RankIdentity& identity, MPI_Comm comm, std::ch
   return alignment;
 }
 
-}  // namespace train
+}  // namespace train::timeline

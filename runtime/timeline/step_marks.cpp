@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace train {
+namespace train::timeline {
 
 namespace {
 
@@ -127,4 +127,4 @@ void append_step_events(const RecordedSteps& recorded, int64_t first_step, std::
   }
 }
 
-}  // namespace train
+}  // namespace train::timeline

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 // The fixed marks of a step, in the order the compute meets them (the GPU's upload marks are on its copy
 // stream).
@@ -104,4 +104,4 @@ std::vector<int64_t> device_times_on_host(const std::vector<int64_t>& device, co
 void append_step_events(const RecordedSteps& recorded, int64_t first_step, std::vector<TraceEvent>& events,
                         size_t* skipped);
 
-}  // namespace train
+}  // namespace train::timeline

@@ -14,7 +14,7 @@
 #include <atomic>
 #include <mutex>
 
-namespace train {
+namespace train::timeline {
 
 // The loader's pieces of work while the timeline records (runtime/data/loader_timing.h).
 class LoaderRecorder final : public data::LoaderObserver {
@@ -260,4 +260,4 @@ TimelineSpan::~TimelineSpan() {
   if (timeline_ != nullptr) timeline_->host_span(name_, category_, begin_, monotonic_ns());
 }
 
-}  // namespace train
+}  // namespace train::timeline

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::chrono::milliseconds timeout(60000);
   try {
-    const ClockAlignment apart = align_clocks(RankIdentity{rank, size, 0, 1}, MPI_COMM_WORLD, timeout);
+    const timeline::ClockAlignment apart =
+        timeline::align_clocks(RankIdentity{rank, size, 0, 1}, MPI_COMM_WORLD, timeout);
     const bool within = std::llabs(apart.clock.offset_ns) <= apart.uncertainty_ns;
     if (!within || rank == 1) {
       std::fprintf(stderr, "rank %d: offset %lld ns, uncertainty %lld ns\n", rank,
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
           "each rank as a host of its own: the measured offset is 0 within its uncertainty", rank);
     check(apart.clock.origin_ns > 0 && apart.clock.origin_ns <= monotonic_ns() + apart.clock.offset_ns,
           "the origin is rank 0's clock at the alignment", rank);
-    const ClockAlignment together = align_clocks(RankIdentity{rank, size, rank, size}, MPI_COMM_WORLD, timeout);
+    const timeline::ClockAlignment together =
+        timeline::align_clocks(RankIdentity{rank, size, rank, size}, MPI_COMM_WORLD, timeout);
     check(together.clock.offset_ns == 0 && together.uncertainty_ns == 0 && together.leader == 0,
           "ranks of one host: offset 0, rank 0 leads", rank);
 

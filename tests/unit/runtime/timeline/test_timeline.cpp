@@ -21,6 +21,7 @@
 #include <set>
 
 using namespace train;
+using namespace train::timeline;
 using train::model::Pass;
 
 TEST_CASE("timeline: step ranges", "[timeline]") {
