@@ -26,7 +26,7 @@ namespace train {
 
 namespace {
 
-namespace cuda = ops::cuda;
+namespace cuda = kernels::cuda;
 
 // The engine's buffers: as the model's, a GPU without room says so in the engine's words.
 cuda::DeviceMemory make_device(size_t bytes) {

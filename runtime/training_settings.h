@@ -95,7 +95,7 @@ std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, 
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
 
 // The optimizer's settings for one step at `learning_rate` (both engines' SGD, momentum, Nesterov, LARS).
-ops::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate);
+kernels::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate);
 
 // The learning-rate schedule once the data's size is known.
 LearningRateSchedule make_schedule(const TrainingSettings& settings, int64_t steps_per_epoch, int64_t total_steps);

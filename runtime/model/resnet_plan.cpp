@@ -87,8 +87,8 @@ void plan_layers(ResNetPlan& plan) {
     ActivationShape out = in;
     switch (layer.kind) {
       case LayerKind::conv: {
-        auto shape = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
-                                              layer.padding);
+        auto shape = kernels::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
+                                                  layer.stride, layer.padding);
         out = {in.n, shape.out_h(), shape.out_w(), layer.out_channels};
         entry.weight = parameter(layer.name + ".weight");
         break;
@@ -102,7 +102,7 @@ void plan_layers(ResNetPlan& plan) {
         plan.max_bn_channels = std::max(plan.max_bn_channels, in.c);
         break;
       case LayerKind::max_pool: {
-        ops::Pool2dShape pool{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
+        kernels::Pool2dShape pool{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
         out = {in.n, pool.out_h(), pool.out_w(), in.c};
         break;
       }

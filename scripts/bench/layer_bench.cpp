@@ -84,17 +84,19 @@ int main(int argc, char** argv) {
     std::vector<float> dx(static_cast<std::size_t>(in.size()));
     switch (layer.kind) {
       case model::LayerKind::conv: {
-        const auto s = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
-                                                layer.stride, layer.padding);
+        const auto s = kernels::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
+                                                    layer.stride, layer.padding);
         out = {in.n, s.out_h(), s.out_w(), layer.out_channels};
         const auto w = random_values(s.w_size(), generator);
         std::vector<float> y(static_cast<std::size_t>(out.size())), dw(w.size());
         const auto dy = random_values(out.size(), generator);
         double forward = 0, input = 0, weight = 0;
         {
-          forward += seconds_of([&] { ops::conv2d_forward(s, x, w.data(), y.data()); });
-          if (layer.input != 0) input += seconds_of([&] { ops::conv2d_backward_input(s, dy.data(), w.data(), dx.data()); });
-          weight += seconds_of([&] { ops::conv2d_backward_weight(s, x, dy.data(), dw.data()); });
+          forward += seconds_of([&] { kernels::conv2d_forward(s, x, w.data(), y.data()); });
+          if (layer.input != 0) {
+            input += seconds_of([&] { kernels::conv2d_backward_input(s, dy.data(), w.data(), dx.data()); });
+          }
+          weight += seconds_of([&] { kernels::conv2d_backward_weight(s, x, dy.data(), dw.data()); });
         }
         const std::string geometry = fmt::format("conv{}x{}/{}", layer.kernel, layer.kernel, layer.stride);
         record(layer, geometry + " forward", forward);
@@ -113,12 +115,13 @@ int main(int argc, char** argv) {
         double forward = 0, backward = 0;
         {
           forward += seconds_of([&] {
-            ops::batch_norm_forward_train(rows, in.c, x, gamma.data(), beta.data(), 1e-5f, 0.1f, running_mean.data(),
-                                          running_var.data(), y.data(), mean.data(), invstd.data());
+            kernels::batch_norm_forward_train(rows, in.c, x, gamma.data(), beta.data(), 1e-5f, 0.1f,
+                                              running_mean.data(), running_var.data(), y.data(), mean.data(),
+                                              invstd.data());
           });
           backward += seconds_of([&] {
-            ops::batch_norm_backward(rows, in.c, x, dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
-                                     dgamma.data(), dbeta.data());
+            kernels::batch_norm_backward(rows, in.c, x, dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
+                                         dgamma.data(), dbeta.data());
           });
         }
         record(layer, "batch norm forward", forward);
@@ -131,8 +134,8 @@ int main(int argc, char** argv) {
         const auto dy = random_values(in.size(), generator);
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::relu_forward(in.size(), x, y.data()); });
-          backward += seconds_of([&] { ops::relu_backward(in.size(), y.data(), dy.data(), dx.data()); });
+          forward += seconds_of([&] { kernels::relu_forward(in.size(), x, y.data()); });
+          backward += seconds_of([&] { kernels::relu_backward(in.size(), y.data(), dy.data(), dx.data()); });
         }
         record(layer, "relu forward", forward);
         record(layer, "relu backward", backward);
@@ -140,15 +143,15 @@ int main(int argc, char** argv) {
         break;
       }
       case model::LayerKind::max_pool: {
-        const ops::Pool2dShape s{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
+        const kernels::Pool2dShape s{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
         out = {in.n, s.out_h(), s.out_w(), in.c};
         std::vector<float> y(static_cast<std::size_t>(out.size()));
         std::vector<std::int32_t> argmax(y.size());
         const auto dy = random_values(out.size(), generator);
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::max_pool_forward(s, x, y.data(), argmax.data()); });
-          backward += seconds_of([&] { ops::max_pool_backward(s, dy.data(), argmax.data(), dx.data()); });
+          forward += seconds_of([&] { kernels::max_pool_forward(s, x, y.data(), argmax.data()); });
+          backward += seconds_of([&] { kernels::max_pool_backward(s, dy.data(), argmax.data(), dx.data()); });
         }
         record(layer, "max pool forward", forward);
         record(layer, "max pool backward", backward);
@@ -160,11 +163,11 @@ int main(int argc, char** argv) {
         const float* b = values[static_cast<std::size_t>(layer.input_b)].data();
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::add(in.size(), x, b, y.data()); });
+          forward += seconds_of([&] { kernels::add(in.size(), x, b, y.data()); });
           // backward: the shortcut's gradient is copied and later summed with the branch's at the fork
           backward += seconds_of([&] {
             std::copy(y.begin(), y.end(), dx.begin());
-            ops::add(in.size(), dx.data(), y.data(), dx.data());
+            kernels::add(in.size(), dx.data(), y.data(), dx.data());
           });
         }
         record(layer, "add forward", forward);
@@ -177,8 +180,9 @@ int main(int argc, char** argv) {
         std::vector<float> y(static_cast<std::size_t>(out.size()));
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y.data()); });
-          backward += seconds_of([&] { ops::global_avg_pool_backward(in.n, in.h * in.w, in.c, y.data(), dx.data()); });
+          forward += seconds_of([&] { kernels::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y.data()); });
+          backward +=
+              seconds_of([&] { kernels::global_avg_pool_backward(in.n, in.h * in.w, in.c, y.data(), dx.data()); });
         }
         record(layer, "avg pool forward", forward);
         record(layer, "avg pool backward", backward);
@@ -193,12 +197,12 @@ int main(int argc, char** argv) {
         double forward = 0, backward = 0;
         {
           forward += seconds_of([&] {
-            ops::fully_connected_forward(in.n, in.c, layer.out_channels, x, w.data(), b.data(), y.data());
-            ops::softmax_cross_entropy(in.n, layer.out_channels, y.data(), labels.data(), 0.0f, dy.data());
+            kernels::fully_connected_forward(in.n, in.c, layer.out_channels, x, w.data(), b.data(), y.data());
+            kernels::softmax_cross_entropy(in.n, layer.out_channels, y.data(), labels.data(), 0.0f, dy.data());
           });
           backward += seconds_of([&] {
-            ops::fully_connected_backward(in.n, in.c, layer.out_channels, x, w.data(), dy.data(), dx.data(),
-                                          dw.data(), db.data());
+            kernels::fully_connected_backward(in.n, in.c, layer.out_channels, x, w.data(), dy.data(), dx.data(),
+                                              dw.data(), db.data());
           });
         }
         record(layer, "fc + loss forward", forward);

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   for (auto& value : images) value = normal(generator);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (auto& label : labels) label = static_cast<int32_t>(generator() % classes);
-  ops::SgdOptions options;
+  kernels::SgdOptions options;
   options.lr = 0.01;
   options.weight_decay = 1e-4;
   auto step = [&] {

@@ -26,7 +26,7 @@
 
 namespace {
 
-using train::ops::cuda::bf16;
+using train::kernels::cuda::bf16;
 
 void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", call, cudaGetErrorString(status)));
@@ -47,7 +47,7 @@ std::vector<float> infer(int depth, int classes, const train::model_io::Safetens
   train::model::import_model_state(plan, model.tensors, state.parameters.data(), state.float_buffers.data(),
                                    state.tracked.data());
 
-  namespace cuda = train::ops::cuda;
+  namespace cuda = train::kernels::cuda;
   const cuda::Stream owned_stream = cuda::make_stream();
   cudaStream_t stream = owned_stream.get();
   std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(classes));

@@ -12,7 +12,7 @@
 //   CPU:  the same train_step in fp32 (CpuResNet<float>) and in fp64 (CpuResNet<double>, "exact").
 // Compared: bucket plan and on_gradient order (identical to the CPU's), loss, top-1 hits, every gradient,
 // BN running statistics and num_batches_tracked, the SGD step (GPU momentum and weights against
-// ops::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
+// kernels::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
 // download_state), and model.safetensors written from the GPU model (equal to the CPU export of that state).
 //
 // Why an fp64 reference and tolerances that scale: ResNet-50 at initialisation amplifies rounding by
@@ -282,7 +282,7 @@ std::string cosine_note(const Stats& s, double max_norm_ratio_error) {
 // ---- one case in one mode -------------------------------------------------------------------------------
 
 template <typename T>
-void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& context, Table& table) {
+void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& context, Table& table) {
   using train::model::CpuResNet;
   using train::model::GpuResNet;
   using train::model::TensorRole;
@@ -351,7 +351,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
   const std::vector<float> gpu_widened = gpu.download_reduced_gradients();
   table.check(c.name, mode, "fp32 gradients the optimizer reads == backward's", gpu_widened == gpu_gradients,
               std::to_string(gpu_widened.size()) + " values");
-  train::ops::SgdOptions options;
+  train::kernels::SgdOptions options;
   options.lr = 0.1;
   options.momentum = 0.9;
   options.weight_decay = 1e-4;
@@ -448,13 +448,13 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     }
   }
 
-  // ---- the optimizer: ops::sgd_step (the CPU reference) on the GPU's own gradients and weights ----
+  // ---- the optimizer: kernels::sgd_step (the CPU reference) on the GPU's own gradients and weights ----
   {
     std::vector<float> weights = gpu_before, momentum(gpu_before.size(), 0.0f);
-    std::vector<train::ops::SgdTensor<float>> tensors;
+    std::vector<train::kernels::SgdTensor<float>> tensors;
     for (int p = 0; p < gpu.parameter_tensors(); ++p) {
       const auto& gp = gpu.parameters()[static_cast<size_t>(p)];
-      train::ops::SgdTensor<float> tensor;
+      train::kernels::SgdTensor<float> tensor;
       tensor.param = weights.data() + gp.offset;
       tensor.grad = gpu_gradients.data() + gp.gradient_offset;
       tensor.momentum_buffer = momentum.data() + gp.offset;
@@ -462,7 +462,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
       tensor.weight_decay = spec.tensors[static_cast<size_t>(gp.spec_index)].decays();
       tensors.push_back(tensor);
     }
-    train::ops::sgd_step<float>(std::span<const train::ops::SgdTensor<float>>(tensors), options);
+    train::kernels::sgd_step<float>(std::span<const train::kernels::SgdTensor<float>>(tensors), options);
     for (const bool of_momentum : {true, false}) {
       Worst worst;
       for (int p = 0; p < gpu.parameter_tensors(); ++p) {
@@ -480,7 +480,8 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
                     1e-5, false);
         }
       }
-      table.row(c.name, mode, of_momentum ? "SGD momentum vs ops::sgd_step (worst)" : "SGD weights vs ops::sgd_step (worst)",
+      table.row(c.name, mode,
+                of_momentum ? "SGD momentum vs kernels::sgd_step (worst)" : "SGD weights vs kernels::sgd_step (worst)",
                 "max rel", worst.value, 1e-5, worst.failed == 0,
                 "worst " + worst.name + "; " + std::to_string(worst.count) + " tensors");
     }
@@ -674,7 +675,7 @@ int main(int argc, char** argv) {
     TRAIN_CUDA_CHECK(cudaStreamCreate(&stream));
     Table table(quiet);
     {
-      train::ops::cuda::Context context(stream);
+      train::kernels::cuda::Context context(stream);
       table.header();
       for (const Case& c : cases) {
         if (!only_case.empty() && c.name.find(only_case) == std::string::npos) continue;

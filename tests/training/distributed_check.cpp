@@ -41,8 +41,8 @@ Shard make_shard(int step, int shard) {
   return data;
 }
 
-ops::SgdOptions options() {
-  ops::SgdOptions result;
+kernels::SgdOptions options() {
+  kernels::SgdOptions result;
   result.lr = 0.05;
   result.momentum = 0.9;
   result.weight_decay = 1e-4;

@@ -103,7 +103,7 @@ ExportedTensors train_three_steps(bool packed) {
   if (packed) pack_tensors(plan, buckets);
   CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(5);
-  ops::SgdOptions options;
+  kernels::SgdOptions options;
   options.lr = 0.1;
   options.momentum = 0.9;
   options.weight_decay = 1e-4;
