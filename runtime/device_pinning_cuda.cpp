@@ -39,7 +39,7 @@ std::string pin_gpu(int index) {
   const kernels::cuda::DeviceMemory memory(allocated);
   int* device_values = kernels::cuda::as<int>(memory);
   int host_values[count] = {};
-  cudaError_t launched = launch_device_probe(device_values, count, index + 7, nullptr);
+  cudaError_t launched = kernels::cuda::launch_device_probe(device_values, count, index + 7, nullptr);
   cudaError_t copied = launched == cudaSuccess
                            ? cudaMemcpy(host_values, device_values, sizeof host_values, cudaMemcpyDeviceToHost)
                            : launched;
