@@ -42,7 +42,7 @@
 #include <cstdint>
 #include <span>
 
-namespace train::ops {
+namespace train::kernels {
 
 // ---------------------------------------------------------------------------------------------------
 // Matrix product (kernels/cpu/gemm.cpp), the engine of convolution and fully connected layers.
@@ -240,4 +240,4 @@ void sgd_step(std::span<const SgdTensor<T>> tensors, const SgdOptions& options);
 template <typename T>
 double lars_trust_ratio(const SgdTensor<T>& tensor, const SgdOptions& options);
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -10,7 +10,7 @@ CpuEngine::CpuEngine(const TrainingSettings& settings, int classes, const RankId
                      std::chrono::milliseconds timeout)
     : settings_(settings),
       gradient_scale_(1.0f / static_cast<float>(identity.size)),
-      model_(make_model<CpuResNet<float>>(settings, classes)),
+      model_(make_model<model::CpuResNet<float>>(settings, classes)),
       reducer_(comm, model_.bucket_plan(), model_.all_gradients().data(), timeout) {}
 
 std::string CpuEngine::describe() const {
@@ -20,18 +20,18 @@ std::string CpuEngine::describe() const {
 void CpuEngine::initialize(uint64_t seed) { model_.initialize(seed); }
 
 void CpuEngine::import_momentum(const std::vector<model_io::Tensor>& tensors) {
-  train::import_momentum(model_.plan(), tensors, model_.all_momentum().data());
+  train::model::import_momentum(model_.plan(), tensors, model_.all_momentum().data());
 }
 
-ExportedTensors CpuEngine::export_momentum() {
-  return train::export_momentum(model_.plan(), model_.all_momentum().data());
+model::ExportedTensors CpuEngine::export_momentum() {
+  return train::model::export_momentum(model_.plan(), model_.all_momentum().data());
 }
 
 // One step: forward and backward with each bucket's allreduce started as backward completes it, the wait
 // for the last bucket, then the optimizer over every parameter at once.
 void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   const bool marked = marking_ && cursor_.begin_step();
-  if (marked) mark(cursor_.layout().at(Mark::forward_begin));
+  if (marked) mark(cursor_.layout().at(timeline::Mark::forward_begin));
   reducer_.begin_step();
   const auto result = model_.train_step(
       batch.images.data(), batch.labels.data(), batch.size, static_cast<float>(settings_.label_smoothing),
@@ -40,10 +40,10 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   reducer_.finish();
   totals_.reduction_wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - reduction_started).count();
-  if (marked) mark(cursor_.layout().at(Mark::reductions_done));
+  if (marked) mark(cursor_.layout().at(timeline::Mark::reductions_done));
   model_.sgd_step(optimizer_options(settings_, learning_rate));
   if (marked) {
-    mark(cursor_.layout().at(Mark::optimizer_end));
+    mark(cursor_.layout().at(timeline::Mark::optimizer_end));
     if (!cursor_.more()) stop_marking();
   }
 
@@ -68,22 +68,23 @@ StepTotals CpuEngine::take_totals() {
 // The host's clock at each mark: the model's passes mark their layer groups and ends, the reducer each
 // bucket's start and completion, train_step the rest.
 void CpuEngine::record_steps(int64_t steps) {
-  StepMarkLayout layout;
+  timeline::StepMarkLayout layout;
   layout.buckets = model_.bucket_plan().buckets.size();
   cursor_.start(layout, steps);
   marks_.assign(static_cast<size_t>(std::max<int64_t>(0, steps)) * layout.per_step(), 0);
   marking_ = steps > 0;
   if (!marking_) return;
-  model_.set_pass_marks([this](Pass pass, int group) {
-    const StepMarkLayout& l = cursor_.layout();
-    if (pass == Pass::forward) {
-      mark(group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
+  model_.set_pass_marks([this](model::Pass pass, int group) {
+    const timeline::StepMarkLayout& l = cursor_.layout();
+    if (pass == model::Pass::forward) {
+      mark(group < 0 ? l.at(timeline::Mark::forward_end) : l.forward_group(group));
     } else {
-      mark(group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
+      mark(group < 0 ? l.at(timeline::Mark::backward_end) : l.backward_group(group));
     }
   });
-  reducer_.set_bucket_hooks(BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
-                                        [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
+  reducer_.set_bucket_hooks(
+      comm::BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
+                        [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
 }
 
 void CpuEngine::stop_marking() {
@@ -92,9 +93,9 @@ void CpuEngine::stop_marking() {
   reducer_.set_bucket_hooks({});
 }
 
-RecordedSteps CpuEngine::take_recorded_steps() {
+timeline::RecordedSteps CpuEngine::take_recorded_steps() {
   stop_marking();
-  RecordedSteps recorded;
+  timeline::RecordedSteps recorded;
   recorded.layout = cursor_.layout();
   marks_.resize(cursor_.rows_begun() * recorded.layout.per_step());
   recorded.marks = std::move(marks_);

@@ -26,14 +26,14 @@ class CpuEngine final : public Engine {
             std::chrono::milliseconds timeout);
 
   std::string describe() const override;
-  const ResNetPlan& plan() const override { return model_.plan(); }
+  const model::ResNetPlan& plan() const override { return model_.plan(); }
   size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
 
   void initialize(uint64_t seed) override;
   void import_model(const std::vector<model_io::Tensor>& tensors) override { model_.import_state(tensors); }
   void import_momentum(const std::vector<model_io::Tensor>& tensors) override;
-  ExportedTensors export_model() override { return model_.export_state(); }
-  ExportedTensors export_momentum() override;
+  model::ExportedTensors export_model() override { return model_.export_state(); }
+  model::ExportedTensors export_momentum() override;
   std::vector<float> parameters() override { return model_.all_values(); }
 
   void train_step(const data::Batch& batch, double learning_rate) override;
@@ -41,7 +41,7 @@ class CpuEngine final : public Engine {
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
   void record_steps(int64_t steps) override;
-  RecordedSteps take_recorded_steps() override;
+  timeline::RecordedSteps take_recorded_steps() override;
 
  private:
   void mark(size_t slot) { marks_[cursor_.index(slot)] = monotonic_ns(); }
@@ -49,13 +49,13 @@ class CpuEngine final : public Engine {
 
   const TrainingSettings& settings_;
   float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
-  CpuResNet<float> model_;
-  MpiGradientReducer reducer_;
+  model::CpuResNet<float> model_;
+  comm::MpiGradientReducer reducer_;
   StepTotals totals_;                  // since the last request
   std::deque<StepTotals> requested_;  // requested, not yet taken
   // The timeline's marks: while cursor_ has steps to record, the model's passes and the reducer's buckets
   // mark too (their hooks are set only then).
-  StepMarkCursor cursor_;
+  timeline::StepMarkCursor cursor_;
   bool marking_ = false;
   std::vector<int64_t> marks_;
 };

@@ -26,13 +26,13 @@ namespace train {
 
 namespace {
 
-namespace cuda = ops::cuda;
+namespace cuda = kernels::cuda;
 
 // The engine's buffers: as the model's, a GPU without room says so in the engine's words.
 cuda::DeviceMemory make_device(size_t bytes) {
   cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
   if (!memory) {
-    throw gpu::DeviceOutOfMemory(fmt::format("the engine's buffers ({} bytes more) do not fit on the GPU", bytes));
+    throw cuda::DeviceOutOfMemory(fmt::format("the engine's buffers ({} bytes more) do not fit on the GPU", bytes));
   }
   return memory;
 }
@@ -57,14 +57,14 @@ class CudaEngine final : public Engine {
   ~CudaEngine() override;
 
   std::string describe() const override;
-  const ResNetPlan& plan() const override { return model_.plan(); }
+  const model::ResNetPlan& plan() const override { return model_.plan(); }
   size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
 
   void initialize(uint64_t seed) override;
   void import_model(const std::vector<model_io::Tensor>& tensors) override;
   void import_momentum(const std::vector<model_io::Tensor>& tensors) override;
-  ExportedTensors export_model() override;
-  ExportedTensors export_momentum() override;
+  model::ExportedTensors export_model() override;
+  model::ExportedTensors export_momentum() override;
   std::vector<float> parameters() override;
 
   void train_step(const data::Batch& batch, double learning_rate) override;
@@ -72,7 +72,7 @@ class CudaEngine final : public Engine {
   StepTotals take_totals() override;
   void infer(const data::Batch& batch, float* logits) override;
   void record_steps(int64_t steps) override;
-  RecordedSteps take_recorded_steps() override;
+  timeline::RecordedSteps take_recorded_steps() override;
 
  private:
   static constexpr bool is_bf16 = !std::is_same_v<T, float>;
@@ -100,9 +100,9 @@ class CudaEngine final : public Engine {
   cuda::Stream compute_, copy_, communication_;
   cuda::Event bucket_ready_, reduced_;
   cuda::Context context_;
-  gpu::NcclCommunicator comm_;
-  gpu::GpuResNet<T> model_;
-  gpu::NcclGradientReducer reducer_;
+  comm::NcclCommunicator comm_;
+  model::GpuResNet<T> model_;
+  comm::NcclGradientReducer reducer_;
   // Two upload slots: step k's batch goes to slot k % 2 while step k - 1 computes from the other one.
   cuda::DeviceMemory images_[2], labels_[2];
   cuda::PinnedMemory host_labels_[2];
@@ -130,7 +130,7 @@ class CudaEngine final : public Engine {
   // device_marks_, room for settings.timeline's steps taken when the engine is made (recording never
   // allocates); copied to host_marks_ by the compute stream after the last recorded step, read an interval
   // later; put on the host's clock by the probe's measurements at the start and the end of the recording.
-  StepMarkCursor cursor_;
+  timeline::StepMarkCursor cursor_;
   bool marking_ = false, marks_copy_enqueued_ = false;
   int64_t mark_capacity_ = 0;  // steps
   size_t upload_bytes_ = 0;    // the last recorded step's batch
@@ -153,15 +153,15 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       reduced_(cuda::make_event()),
       context_(compute_.get()),
       comm_(comm, timeout),
-      model_(make_model<gpu::GpuResNet<T>>(settings, classes, context_)),
+      model_(make_model<model::GpuResNet<T>>(settings, classes, context_)),
       // fp32 buckets, averaged by NCCL in fp32: each bucket's bf16 gradients are widened into the fp32
       // buffer on the compute stream just before its reduction starts.
-      reducer_(comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
-               gpu::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(),
-                                                 reduced_.get()},
-               timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
+      reducer_(
+          comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
+          comm::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(), reduced_.get()},
+          timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
-  const ResNetPlan& p = model_.plan();
+  const model::ResNetPlan& p = model_.plan();
   const size_t image_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.height * p.width * 3);
   const size_t logit_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.spec.num_classes);
   for (int slot = 0; slot < 2; ++slot) {
@@ -184,7 +184,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
   host_totals_ = cuda::allocate_pinned(sizeof(double) * 4 * totals_slots);
   for (auto& event : totals_copied_) event = cuda::make_event();
   if (settings.timeline) {
-    StepMarkLayout layout;
+    timeline::StepMarkLayout layout;
     layout.buckets = model_.bucket_plan().buckets.size();
     mark_capacity_ = settings.timeline->steps();
     const size_t bytes = sizeof(unsigned long long) * static_cast<size_t>(mark_capacity_) * layout.per_step();
@@ -240,7 +240,7 @@ void CudaEngine<T>::reduce_once() {
 
 template <typename T>
 int64_t CudaEngine<T>::pixels(const data::Batch& batch) const {
-  const ResNetPlan& p = model_.plan();
+  const model::ResNetPlan& p = model_.plan();
   if (batch.size < 1 || batch.size > p.max_batch || batch.height != p.height || batch.width != p.width) {
     throw std::invalid_argument(fmt::format("a batch of {} images of {}x{} for a model of up to {} images of {}x{}",
                                             batch.size, batch.height, batch.width, p.max_batch, p.height, p.width));
@@ -268,7 +268,7 @@ template <typename T>
 void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
   try {
     enqueue_step(batch, learning_rate);
-  } catch (const gpu::DeviceOutOfMemory& error) {
+  } catch (const cuda::DeviceOutOfMemory& error) {
     throw ConfigError(does_not_fit(settings_, comm_.rank(), error.what()));
   }
 }
@@ -278,25 +278,25 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   const int64_t count = pixels(batch);
   const int slot = static_cast<int>(steps_ % 2);
   const bool marked = marking_ && cursor_.begin_step();
-  const StepMarkLayout& layout = cursor_.layout();
+  const timeline::StepMarkLayout& layout = cursor_.layout();
   // The slot is free once the step two back has run (it read these buffers until its backward ended).
   std::memcpy(host_labels_[slot].get(), batch.labels.data(), sizeof(std::int32_t) * static_cast<size_t>(batch.size));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), consumed_[slot].get(), 0));
-  if (marked) mark(copy_.get(), layout.at(Mark::upload_begin));
+  if (marked) mark(copy_.get(), layout.at(timeline::Mark::upload_begin));
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[slot].get(), batch.images.data(), sizeof(float) * static_cast<size_t>(count),
                                    cudaMemcpyHostToDevice, copy_.get()));
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[slot].get(), host_labels_[slot].get(),
                                    sizeof(std::int32_t) * static_cast<size_t>(batch.size), cudaMemcpyHostToDevice,
                                    copy_.get()));
   if (marked) {
-    mark(copy_.get(), layout.at(Mark::upload_end));
+    mark(copy_.get(), layout.at(timeline::Mark::upload_end));
     upload_bytes_ = sizeof(float) * static_cast<size_t>(count) + sizeof(std::int32_t) * static_cast<size_t>(batch.size);
   }
   TRAIN_CUDA_CHECK(cudaEventRecord(uploaded_[slot].get(), copy_.get()));
   // Before its wait for the upload: the stream reaches the step once it is done with what came before.
-  if (marked) mark(compute_.get(), layout.at(Mark::compute_begin));
+  if (marked) mark(compute_.get(), layout.at(timeline::Mark::compute_begin));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), uploaded_[slot].get(), 0));
-  if (marked) mark(compute_.get(), layout.at(Mark::forward_begin));
+  if (marked) mark(compute_.get(), layout.at(timeline::Mark::forward_begin));
 
   reducer_.begin_step();
   model_.train_step(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()), batch.size,
@@ -308,11 +308,11 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   cuda::record_device_time(compute_.get(), clock);
   cuda::record_device_time(communication_.get(), clock + 1);
   reducer_.finish();
-  if (marked) mark(compute_.get(), layout.at(Mark::reductions_done));
+  if (marked) mark(compute_.get(), layout.at(timeline::Mark::reductions_done));
   cuda::add_elapsed_seconds(compute_.get(), clock, clock + 1, static_cast<double*>(reduction_wait_.get()));
   model_.sgd_step(optimizer_options(settings_, learning_rate));
   if (marked) {
-    mark(compute_.get(), layout.at(Mark::optimizer_end));
+    mark(compute_.get(), layout.at(timeline::Mark::optimizer_end));
     if (!cursor_.more()) {
       stop_marking();
       enqueue_marks_copy();
@@ -361,7 +361,7 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   if (steps > mark_capacity_) {
     throw std::logic_error(fmt::format("CudaEngine: {} steps to record, room for {}", steps, mark_capacity_));
   }
-  StepMarkLayout layout;
+  timeline::StepMarkLayout layout;
   layout.buckets = model_.bucket_plan().buckets.size();
   cursor_.start(layout, steps);
   marks_copy_enqueued_ = false;
@@ -377,15 +377,15 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   TRAIN_CUDA_CHECK(cudaEventRecord(marks_zeroed_.get(), copy_.get()));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
   clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
-  model_.set_pass_marks([this](Pass pass, int group) {
-    const StepMarkLayout& l = cursor_.layout();
-    if (pass == Pass::forward) {
-      mark(compute_.get(), group < 0 ? l.at(Mark::forward_end) : l.forward_group(group));
+  model_.set_pass_marks([this](model::Pass pass, int group) {
+    const timeline::StepMarkLayout& l = cursor_.layout();
+    if (pass == model::Pass::forward) {
+      mark(compute_.get(), group < 0 ? l.at(timeline::Mark::forward_end) : l.forward_group(group));
     } else {
-      mark(compute_.get(), group < 0 ? l.at(Mark::backward_end) : l.backward_group(group));
+      mark(compute_.get(), group < 0 ? l.at(timeline::Mark::backward_end) : l.backward_group(group));
     }
   });
-  reducer_.set_bucket_hooks(BucketHooks{
+  reducer_.set_bucket_hooks(comm::BucketHooks{
       [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_start(bucket)); },
       [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_end(bucket)); }});
 }
@@ -413,8 +413,8 @@ void CudaEngine<T>::enqueue_marks_copy() {
 // The device's times on the host's clock: device - host measured at the start and at the end of the
 // recording, interpolated between them by device time (the two clocks may drift apart).
 template <typename T>
-RecordedSteps CudaEngine<T>::take_recorded_steps() {
-  RecordedSteps recorded;
+timeline::RecordedSteps CudaEngine<T>::take_recorded_steps() {
+  timeline::RecordedSteps recorded;
   recorded.device = true;
   recorded.layout = cursor_.layout();
   for (size_t b = 0; b < recorded.layout.buckets; ++b) recorded.bucket_bytes.push_back(model_.bucket_plan().bytes(b));
@@ -435,8 +435,9 @@ RecordedSteps CudaEngine<T>::take_recorded_steps() {
   const auto* device_marks = static_cast<const unsigned long long*>(host_marks_.get());
   std::vector<int64_t> device(rows * recorded.layout.per_step());
   for (size_t i = 0; i < device.size(); ++i) device[i] = static_cast<int64_t>(device_marks[i]);
-  recorded.marks = device_times_on_host(device, ClockReading{first.device_ns, first.device_minus_host_ns},
-                                        ClockReading{last.device_ns, last.device_minus_host_ns});
+  recorded.marks =
+      timeline::device_times_on_host(device, timeline::ClockReading{first.device_ns, first.device_minus_host_ns},
+                                     timeline::ClockReading{last.device_ns, last.device_minus_host_ns});
   recorded.clock = fmt::format("device timestamps (%globaltimer) on the host's clock, offset measured {} and {} "
                                "(uncertainty {} ns and {} ns)",
                                clock_at_start_ ? "at the start" : "-", at_end ? "at the end" : "-",
@@ -450,7 +451,7 @@ template <typename T>
 void CudaEngine<T>::infer(const data::Batch& batch, float* logits) {
   try {
     infer_into(batch, logits);
-  } catch (const gpu::DeviceOutOfMemory& error) {
+  } catch (const cuda::DeviceOutOfMemory& error) {
     throw ConfigError(does_not_fit(settings_, comm_.rank(), error.what()));
   }
 }
@@ -481,10 +482,10 @@ void CudaEngine<T>::infer_into(const data::Batch& batch, float* logits) {
 template <typename T>
 void CudaEngine<T>::initialize(uint64_t seed) {
   drain("the GPU before initialising the model");
-  const ResNetPlan& p = model_.plan();
-  HostModelState state{std::vector<float>(p.parameter_elements), std::vector<float>(p.float_buffer_elements),
-                       std::vector<int64_t>(p.tracked_buffers)};
-  initialize_resnet(p, seed, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+  const model::ResNetPlan& p = model_.plan();
+  model::HostModelState state{std::vector<float>(p.parameter_elements), std::vector<float>(p.float_buffer_elements),
+                              std::vector<int64_t>(p.tracked_buffers)};
+  model::initialize_resnet(p, seed, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
   model_.upload_state(state);
   model_.upload_momentum(std::vector<float>(p.parameter_elements, 0.0f));
 }
@@ -492,8 +493,9 @@ void CudaEngine<T>::initialize(uint64_t seed) {
 template <typename T>
 void CudaEngine<T>::import_model(const std::vector<model_io::Tensor>& tensors) {
   drain("the GPU before loading weights");
-  HostModelState state = model_.download_state();
-  import_model_state(model_.plan(), tensors, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+  model::HostModelState state = model_.download_state();
+  model::import_model_state(model_.plan(), tensors, state.parameters.data(), state.float_buffers.data(),
+                            state.tracked.data());
   model_.upload_state(state);
 }
 
@@ -501,21 +503,21 @@ template <typename T>
 void CudaEngine<T>::import_momentum(const std::vector<model_io::Tensor>& tensors) {
   drain("the GPU before loading momentum");
   std::vector<float> momentum = model_.download_momentum();
-  train::import_momentum(model_.plan(), tensors, momentum.data());
+  train::model::import_momentum(model_.plan(), tensors, momentum.data());
   model_.upload_momentum(momentum);
 }
 
 template <typename T>
-ExportedTensors CudaEngine<T>::export_model() {
+model::ExportedTensors CudaEngine<T>::export_model() {
   drain("the GPU before reading the model");
   return model_.export_state();
 }
 
 template <typename T>
-ExportedTensors CudaEngine<T>::export_momentum() {
+model::ExportedTensors CudaEngine<T>::export_momentum() {
   drain("the GPU before reading momentum");
   const std::vector<float> momentum = model_.download_momentum();
-  return train::export_momentum(model_.plan(), momentum.data());
+  return train::model::export_momentum(model_.plan(), momentum.data());
 }
 
 template <typename T>
@@ -528,13 +530,13 @@ std::vector<float> CudaEngine<T>::parameters() {
 
 std::unique_ptr<Engine> make_cuda_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
                                          MPI_Comm comm, std::chrono::milliseconds timeout) {
-  gpu::set_error_rank(identity.rank);
+  comm::set_error_rank(identity.rank);
   try {
     if (settings.precision == Precision::bfloat16) {
       return std::make_unique<CudaEngine<__nv_bfloat16>>(settings, classes, comm, timeout);
     }
     return std::make_unique<CudaEngine<float>>(settings, classes, comm, timeout);
-  } catch (const gpu::DeviceOutOfMemory& error) {
+  } catch (const cuda::DeviceOutOfMemory& error) {
     throw ConfigError(does_not_fit(settings, identity.rank, error.what()));
   }
 }

@@ -36,10 +36,10 @@ std::string pin_gpu(int index) {
   constexpr int count = 1024;
   void* allocated = nullptr;
   check(cudaMalloc(&allocated, count * sizeof(int)), "cudaMalloc", index);
-  const ops::cuda::DeviceMemory memory(allocated);
-  int* device_values = ops::cuda::as<int>(memory);
+  const kernels::cuda::DeviceMemory memory(allocated);
+  int* device_values = kernels::cuda::as<int>(memory);
   int host_values[count] = {};
-  cudaError_t launched = launch_device_probe(device_values, count, index + 7, nullptr);
+  cudaError_t launched = kernels::cuda::launch_device_probe(device_values, count, index + 7, nullptr);
   cudaError_t copied = launched == cudaSuccess
                            ? cudaMemcpy(host_values, device_values, sizeof host_values, cudaMemcpyDeviceToHost)
                            : launched;

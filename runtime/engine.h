@@ -52,9 +52,10 @@ struct StepTotals {
 // model's constructor (the GPU's context).
 template <typename Model, typename... Backend>
 Model make_model(const TrainingSettings& settings, int classes, Backend&... backend) {
-  ResNetPlan plan = plan_resnet(build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                                settings.width, settings.gradient_memory());
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
+  model::ResNetPlan plan =
+      model::plan_resnet(model::build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
+                         settings.width, settings.gradient_memory());
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
   return Model(std::move(plan), std::move(buckets), backend...);
 }
 
@@ -64,7 +65,7 @@ class Engine {
 
   // The device and precision, for the rank's log: "cpu (2 threads), float32".
   virtual std::string describe() const = 0;
-  virtual const ResNetPlan& plan() const = 0;
+  virtual const model::ResNetPlan& plan() const = 0;
   virtual size_t gradient_buckets() const = 0;
 
   // ---- state (each waits for queued work) --------------------------------------------------------------
@@ -75,8 +76,8 @@ class Engine {
   virtual void import_model(const std::vector<model_io::Tensor>& tensors) = 0;
   virtual void import_momentum(const std::vector<model_io::Tensor>& tensors) = 0;
   // The fp32 model state (master weights, BN buffers and counters) and the momentum, torchvision's names.
-  virtual ExportedTensors export_model() = 0;
-  virtual ExportedTensors export_momentum() = 0;
+  virtual model::ExportedTensors export_model() = 0;
+  virtual model::ExportedTensors export_momentum() = 0;
   // Every fp32 parameter in the plan's layout (for the check that all ranks agree).
   virtual std::vector<float> parameters() = 0;
 
@@ -100,7 +101,7 @@ class Engine {
   virtual void record_steps(int64_t steps) = 0;
   // The marks of the steps recorded so far, on this host's monotonic clock, and the end of the recording.
   // Waits for their work: call it well after the last one (an interval later), when that has long run.
-  virtual RecordedSteps take_recorded_steps() = 0;
+  virtual timeline::RecordedSteps take_recorded_steps() = 0;
 
   // ---- inference (waits) ---------------------------------------------------------------------------------
   // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.

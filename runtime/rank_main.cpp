@@ -65,8 +65,8 @@ void check_allreduce(const RankIdentity& identity) {
   MPI_CHECK(MPI_Allreduce(&contribution, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
   long long expected = static_cast<long long>(identity.size) * (identity.size + 1) / 2;
   if (sum != expected) {
-    throw MpiError(fmt::format("rank {}: allreduce check failed: the sum of 1..{} came back as {}, expected {}",
-                               identity.rank, identity.size, sum, expected));
+    throw comm::MpiError(fmt::format("rank {}: allreduce check failed: the sum of 1..{} came back as {}, expected {}",
+                                     identity.rank, identity.size, sum, expected));
   }
   if (identity.rank == 0) {
     write_line(1, fmt::format("allreduce check passed: {} ranks summed to {}", identity.size, sum));
@@ -138,7 +138,7 @@ int run_rank() {
     return fail_rank(exit_code::timed_out, error.what());
   } catch (const data::DataError& error) {
     return fail_rank(exit_code::invalid_job, error.what());
-  } catch (const CollectiveTimeout& error) {
+  } catch (const comm::CollectiveTimeout& error) {
     return fail_rank(exit_code::timed_out, error.what());
   } catch (const EnvironmentError& error) {
     return fail_rank(exit_code::environment, error.what());

@@ -48,7 +48,7 @@ std::vector<std::string> gather_host_names(const std::string& host, MPI_Comm com
   MPI_Request request;
   MPI_CHECK(MPI_Igather(mine.data(), static_cast<int>(host_name_bytes), MPI_CHAR, all.data(),
                         static_cast<int>(host_name_bytes), MPI_CHAR, 0, comm, &request));
-  wait_bounded(request, timeout, "the gathering of the ranks' host names");
+  comm::wait_bounded(request, timeout, "the gathering of the ranks' host names");
   std::vector<std::string> hosts;
   for (int r = 0; rank == 0 && r < size; ++r) hosts.emplace_back(all.data() + host_name_bytes * static_cast<size_t>(r));
   return hosts;
@@ -62,7 +62,7 @@ std::vector<RankTimes> gather_rank_times(const RankTimes& mine, MPI_Comm comm, s
   std::vector<double> all(rank == 0 ? 3 * static_cast<size_t>(size) : 0);
   MPI_Request request;
   MPI_CHECK(MPI_Igather(values, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, comm, &request));
-  wait_bounded(request, timeout, "the gathering of the ranks' step times");
+  comm::wait_bounded(request, timeout, "the gathering of the ranks' step times");
   std::vector<RankTimes> times;
   for (size_t r = 0; rank == 0 && r < static_cast<size_t>(size); ++r) {
     times.push_back(RankTimes{all[3 * r], all[3 * r + 1], all[3 * r + 2]});

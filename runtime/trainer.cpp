@@ -55,7 +55,9 @@ int Trainer::run() {
   if (settings_.weights_dir) load_initial_weights();
   resume_if_checkpointed();
   open_sample_log();
-  if (settings_.timeline) timeline_ = std::make_unique<Timeline>(settings_, identity_, comm_, collective_timeout());
+  if (settings_.timeline) {
+    timeline_ = std::make_unique<timeline::Timeline>(settings_, identity_, comm_, collective_timeout());
+  }
 
   std::unique_ptr<data::BatchLoader> loader =
       data_->open_training(resume_position_, timeline_ ? timeline_->loader_observer() : nullptr);
@@ -107,8 +109,8 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
     if (!have_pending) have_pending = next_training_batch(loader, pending);
     const bool in_epoch = have_pending && pending.position.epoch == epoch;
     int64_t ranks_with_data = in_epoch ? 1 : 0;
-    bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
-                      "the vote on the end of a Pipe-mode epoch");
+    comm::bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
+                            "the vote on the end of a Pipe-mode epoch");
     if (ranks_with_data == 0) {
       if (identity_.rank == 0 && steps_in_epoch != steps_per_epoch_) {
         log_info("note: Pipe-mode epoch {} took {} steps, but num_training_samples={} implies {}; the learning-rate "
@@ -199,7 +201,7 @@ void Trainer::collect_totals(double* reduction_wait) {
   if (reduction_wait != nullptr) *reduction_wait += mine.reduction_wait_seconds;
   double sums[3] = {mine.loss, mine.images, mine.correct};
   const auto started = clock::now();
-  bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
+  comm::bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - started).count();  // as the stop vote
   const TrainingSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
   interval_.add(collected);
@@ -212,7 +214,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   if (sample_log_) log_samples(batch, padding);
   last_learning_rate_ = schedule_.at(step_);
   {
-    const TimelineSpan span(timeline_.get(), "train_step", TraceCategory::detail);
+    const timeline::TimelineSpan span(timeline_.get(), "train_step", timeline::TraceCategory::detail);
     engine_->train_step(batch, last_learning_rate_);
   }
   ++step_;
@@ -220,8 +222,8 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   int stop = stop_requested() ? 1 : 0;
   const auto vote_started = clock::now();
   {
-    const TimelineSpan span(timeline_.get(), "stop vote", TraceCategory::exposed_communication);
-    bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
+    const timeline::TimelineSpan span(timeline_.get(), "stop vote", timeline::TraceCategory::exposed_communication);
+    comm::bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
   }
   // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
   // collective's algorithm and the rank's place in it): it counts as waiting for the others.
@@ -237,7 +239,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
 // computed them and goes on with this step while they are read, where asking for this step's own would
 // leave it idle after every logged step.
 void Trainer::log_progress(int64_t epoch) {
-  const TimelineSpan span(timeline_.get(), "log line", TraceCategory::detail);
+  const timeline::TimelineSpan span(timeline_.get(), "log line", timeline::TraceCategory::detail);
   engine_->request_totals();
   const double trained = training_seconds();
   const auto now = clock::now();
@@ -301,7 +303,7 @@ int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
 int Trainer::finish_training() {
   if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
   const std::vector<float> parameters = engine_->parameters();
-  check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
+  comm::check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
   write_model();
   write_summary("finished");
   return 0;
@@ -317,12 +319,12 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
   if (settings_.skip_corrupt) report_corrupt(epoch);
   std::optional<Validation> validation;
   {
-    const TimelineSpan span(timeline_.get(), "validation", TraceCategory::pause);
+    const timeline::TimelineSpan span(timeline_.get(), "validation", timeline::TraceCategory::pause);
     validation = validate(epoch);
   }
   report_epoch(epoch, validation, complete);
   if (complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
-    const TimelineSpan span(timeline_.get(), "checkpoint", TraceCategory::pause);
+    const timeline::TimelineSpan span(timeline_.get(), "checkpoint", timeline::TraceCategory::pause);
     save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
   }
   if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
@@ -337,7 +339,7 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
 void Trainer::report_corrupt(int64_t epoch) {
   int64_t counts[2] = {epoch_corrupt_skipped_, data_->corrupt_streamed(epoch)};
   epoch_corrupt_skipped_ = 0;
-  bounded_allreduce(counts, 2, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(), "the corrupt-record counts");
+  comm::bounded_allreduce(counts, 2, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(), "the corrupt-record counts");
   const int64_t in_batches = counts[0];
   const int64_t before_decoding = data_->corrupt_at_open() + counts[1];
   if (identity_.rank == 0) {
@@ -371,7 +373,7 @@ std::optional<Validation> Trainer::validate(int64_t epoch) {
       counts[2] += better < 5 ? 1 : 0;
     }
   }
-  bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the validation counts");
+  comm::bounded_allreduce(counts, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the validation counts");
   const Validation result{counts[1] / std::max(1.0, counts[0]), counts[2] / std::max(1.0, counts[0]),
                           static_cast<int64_t>(counts[0])};
   if (identity_.rank == 0) {

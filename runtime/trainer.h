@@ -105,7 +105,7 @@ class Trainer {
   std::optional<StragglerWatch> stragglers_;
   std::optional<MetricsSummary> summary_;            // rank 0
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0; null when its folder cannot be written
-  std::unique_ptr<Timeline> timeline_;              // timeline_steps / TRAIN_TIMELINE; null when off
+  std::unique_ptr<timeline::Timeline> timeline_;    // timeline_steps / TRAIN_TIMELINE; null when off
 };
 
 }  // namespace train

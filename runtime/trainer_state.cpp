@@ -55,9 +55,9 @@ std::optional<model_io::Checkpoint> shared_checkpoint(const std::filesystem::pat
   }
   MPI_CHECK(MPI_Bcast(&outcome, 1, MPI_INT64_T, 0, comm));
   if (outcome == none) return std::nullopt;
-  broadcast_text(text, comm);
+  comm::broadcast_text(text, comm);
   if (outcome == none_usable) throw ConfigError(text);
-  broadcast_text(source, comm);
+  comm::broadcast_text(source, comm);
   if (rank == 0) return checkpoint;
   return model_io::parse_checkpoint(text, source);
 }
@@ -69,7 +69,7 @@ void Trainer::load_initial_weights() {
   model_io::InitialWeights selected;
   try {
     auto file = model_io::read_safetensors(path.string());
-    selected = model_io::select_initial_weights(file, path.string(), expected_tensors(engine_->plan().spec),
+    selected = model_io::select_initial_weights(file, path.string(), model::expected_tensors(engine_->plan().spec),
                                                 fmt::format("resnet{}", settings_.depth));
   } catch (const model_io::SafetensorsError& error) {
     // The user's input, not train's fault: a damaged or foreign file in the `model` channel.
@@ -127,13 +127,13 @@ void Trainer::save_checkpoint(const data::DataPosition& next, const std::string&
     state.rng_state = fmt::format("seed={} (all randomness derives from the seed and the data position)", settings_.seed);
     state.identity = checkpoint_identity();
     state.version = TRAIN_VERSION;
-    const ExportedTensors model = engine_->export_model();
-    const ExportedTensors momentum = engine_->export_momentum();
+    const model::ExportedTensors model = engine_->export_model();
+    const model::ExportedTensors momentum = engine_->export_momentum();
     model_io::write_checkpoint(settings_.checkpoint_dir, state, model.views(), momentum.views());
     log_info("checkpoint written at step {} ({}): {}", step_, why,
              model_io::checkpoint_path(settings_.checkpoint_dir).string());
   }
-  bounded_barrier(comm_, collective_timeout(), "the barrier after writing a checkpoint");
+  comm::bounded_barrier(comm_, collective_timeout(), "the barrier after writing a checkpoint");
 }
 
 void Trainer::write_model() {
@@ -145,11 +145,11 @@ void Trainer::write_model() {
     description.classes = names.size() == static_cast<size_t>(data_->classes()) ? names : std::vector<std::string>{};
     description.input_shape = {3, settings_.height, settings_.width};
     description.version = TRAIN_VERSION;
-    const ExportedTensors tensors = engine_->export_model();
+    const model::ExportedTensors tensors = engine_->export_model();
     model_io::write_model_files(settings_.model_dir, tensors.views(), description);
     log_info("model written to {} after {} steps", settings_.model_dir.string(), step_);
   }
-  bounded_barrier(comm_, collective_timeout(), "the barrier after writing the model");
+  comm::bounded_barrier(comm_, collective_timeout(), "the barrier after writing the model");
 }
 
 }  // namespace train

@@ -49,7 +49,7 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
     }
   }
   MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT64_T, 0, host));
-  broadcast_text(bytes, host);
+  comm::broadcast_text(bytes, host);
   if (!failure && failed == 0) {
     if (local_rank != 0) index = data::parse_record_index(bytes);
     // Every rank of the host opens the inflated gzip shards, then the folder goes: from here on no rank's
@@ -152,10 +152,10 @@ void TrainingData::open_channels() {
 // sample). Returns the number of classes. Collective.
 int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
   int64_t range[2] = {-int64_t{mine.lowest}, mine.highest};  // both by MPI_MAX
-  bounded_allreduce(range, 2, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
+  comm::bounded_allreduce(range, 2, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
   const int64_t lowest = -range[0], highest = range[1];
   int64_t below = mine.highest < highest ? mine.highest : mine.below_highest;
-  bounded_allreduce(&below, 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
+  comm::bounded_allreduce(&below, 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
   const std::string where = mine.highest == highest ? fmt::format(" ({})", mine.highest_at) : "";
   const std::string channel = settings_.train_dir.string();
   const auto* spec = find_hyperparameter("num_classes");
@@ -237,8 +237,8 @@ int64_t TrainingData::common_shard_size() {
   // [0]: the largest share; [1]: the job's samples (each host's first rank counts its host's).
   int64_t numbers[2] = {mine, settings_.sharded ? (identity_.local_rank == 0 ? train_source_->size() : 0)
                                                 : (identity_.rank == 0 ? train_source_->size() : 0)};
-  bounded_allreduce(&numbers[0], 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the largest data share");
-  bounded_allreduce(&numbers[1], 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout_, "the job's sample count");
+  comm::bounded_allreduce(&numbers[0], 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the largest data share");
+  comm::bounded_allreduce(&numbers[1], 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout_, "the job's sample count");
   const int64_t most = numbers[0], total = numbers[1];
   if (most != mine && identity_.local_rank == 0) {
     log_info("ShardedByS3Key: this host holds {} samples ({} per rank per epoch) and the fullest host {} per rank; "
@@ -293,7 +293,7 @@ std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPositi
     }
   }
   MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT64_T, 0, host));
-  broadcast_text(message, host);
+  comm::broadcast_text(message, host);
   MPI_CHECK(MPI_Comm_free(&host));
   if (failed != 0) throw data::DataError(message);
   pipe_feed_ = std::make_shared<data::PipeFeed>(message, local_rank, settings_.pipe_channel, data_timeout_);

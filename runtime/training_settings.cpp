@@ -143,8 +143,8 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   return settings;
 }
 
-ops::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate) {
-  ops::SgdOptions options;
+kernels::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate) {
+  kernels::SgdOptions options;
   options.lr = learning_rate;
   options.momentum = settings.momentum;
   options.weight_decay = settings.weight_decay;

@@ -82,8 +82,8 @@ struct TrainingSettings {
   // checked against the reference path it leaves selectable; off by default until a GPU run has shown it
   // right and faster.
   bool fast_path = false;
-  GradientMemory gradient_memory() const {
-    return fast_path ? GradientMemory::shared_by_lifetime : GradientMemory::per_activation;
+  model::GradientMemory gradient_memory() const {
+    return fast_path ? model::GradientMemory::shared_by_lifetime : model::GradientMemory::per_activation;
   }
 };
 
@@ -95,7 +95,7 @@ std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, 
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
 
 // The optimizer's settings for one step at `learning_rate` (both engines' SGD, momentum, Nesterov, LARS).
-ops::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate);
+kernels::SgdOptions optimizer_options(const TrainingSettings& settings, double learning_rate);
 
 // The learning-rate schedule once the data's size is known.
 LearningRateSchedule make_schedule(const TrainingSettings& settings, int64_t steps_per_epoch, int64_t total_steps);

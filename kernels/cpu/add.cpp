@@ -4,7 +4,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/ops.h"
 
-namespace train::ops {
+namespace train::kernels {
 
 template <typename T>
 void add(std::int64_t count, const T* a, const T* b, T* y) {
@@ -15,4 +15,4 @@ void add(std::int64_t count, const T* a, const T* b, T* y) {
 template void add<float>(std::int64_t, const float*, const float*, float*);
 template void add<double>(std::int64_t, const double*, const double*, double*);
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-namespace train::ops {
+namespace train::kernels {
 
 template <typename T>
 void global_avg_pool_forward(int n, int hw, int c, const T* x, T* y) {
@@ -39,4 +39,4 @@ template void global_avg_pool_forward<double>(int, int, int, const double*, doub
 template void global_avg_pool_backward<float>(int, int, int, const float*, float*);
 template void global_avg_pool_backward<double>(int, int, int, const double*, double*);
 
-}  // namespace train::ops
+}  // namespace train::kernels

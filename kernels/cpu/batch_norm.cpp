@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace train::ops {
+namespace train::kernels {
 namespace {
 
 // What follows the normalisation in the same pass.
@@ -239,4 +239,4 @@ TRAIN_INSTANTIATE(float)
 TRAIN_INSTANTIATE(double)
 #undef TRAIN_INSTANTIATE
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -26,7 +26,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train::ops {
+namespace train::kernels {
 namespace {
 
 std::atomic<std::size_t> workspace_limit{std::size_t{8} << 20};
@@ -282,4 +282,4 @@ TRAIN_INSTANTIATE(float)
 TRAIN_INSTANTIATE(double)
 #undef TRAIN_INSTANTIATE
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace train::ops {
+namespace train::kernels {
 
 template <typename T>
 double softmax_cross_entropy(int n, int classes, const T* logits, const std::int32_t* labels, T label_smoothing,
@@ -59,4 +59,4 @@ double softmax_cross_entropy(int n, int classes, const T* logits, const std::int
 template double softmax_cross_entropy<float>(int, int, const float*, const std::int32_t*, float, float*);
 template double softmax_cross_entropy<double>(int, int, const double*, const std::int32_t*, double, double*);
 
-}  // namespace train::ops
+}  // namespace train::kernels

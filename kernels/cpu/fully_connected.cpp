@@ -5,7 +5,7 @@
 
 #include <vector>
 
-namespace train::ops {
+namespace train::kernels {
 
 template <typename T>
 void fully_connected_forward(int n, int in, int out, const T* x, const T* w, const T* b, T* y) {
@@ -43,4 +43,4 @@ template void fully_connected_backward<float>(int, int, int, const float*, const
 template void fully_connected_backward<double>(int, int, int, const double*, const double*, const double*,
                                                double*, double*, double*);
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -20,7 +20,7 @@
 extern "C" void openblas_set_num_threads(int num_threads);
 #endif
 
-namespace train::ops {
+namespace train::kernels {
 namespace {
 
 void make_blas_single_threaded() {
@@ -96,4 +96,4 @@ template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, 
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
                            std::int64_t, const double*, std::int64_t, double, double*, std::int64_t);
 
-}  // namespace train::ops
+}  // namespace train::kernels

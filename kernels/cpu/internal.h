@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-namespace train::ops::cpu {
+namespace train::kernels::cpu {
 
 // Loops over fewer elements than this run on the calling thread: waking the OpenMP team costs more than
 // it saves (on a loaded machine, far more). Results do not depend on it.
@@ -51,4 +51,4 @@ T* thread_scratch(std::size_t count) {
   return buffer.get();
 }
 
-}  // namespace train::ops::cpu
+}  // namespace train::kernels::cpu

@@ -11,7 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
-namespace train::ops {
+namespace train::kernels {
 namespace {
 
 void check(const Pool2dShape& s) {
@@ -101,4 +101,4 @@ template void max_pool_forward<double>(const Pool2dShape&, const double*, double
 template void max_pool_backward<float>(const Pool2dShape&, const float*, const std::int32_t*, float*);
 template void max_pool_backward<double>(const Pool2dShape&, const double*, const std::int32_t*, double*);
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-namespace train::ops {
+namespace train::kernels {
 template <typename T>
 double lars_trust_ratio(const SgdTensor<T>& tensor, const SgdOptions& options) {
   if (!options.lars || !tensor.weight_decay || tensor.count <= 0) return 1.0;
@@ -82,4 +82,4 @@ template double lars_trust_ratio<double>(const SgdTensor<double>&, const SgdOpti
 template void sgd_step<float>(std::span<const SgdTensor<float>>, const SgdOptions&);
 template void sgd_step<double>(std::span<const SgdTensor<double>>, const SgdOptions&);
 
-}  // namespace train::ops
+}  // namespace train::kernels

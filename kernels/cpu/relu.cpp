@@ -3,7 +3,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/ops.h"
 
-namespace train::ops {
+namespace train::kernels {
 
 template <typename T>
 void relu_forward(std::int64_t count, const T* x, T* y) {
@@ -27,4 +27,4 @@ template void relu_forward<double>(std::int64_t, const double*, double*);
 template void relu_backward<float>(std::int64_t, const float*, const float*, float*);
 template void relu_backward<double>(std::int64_t, const double*, const double*, double*);
 
-}  // namespace train::ops
+}  // namespace train::kernels

@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 using device::from_float;
@@ -413,4 +413,4 @@ TRAIN_INSTANTIATE(float)
 TRAIN_INSTANTIATE(bf16)
 #undef TRAIN_INSTANTIATE
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -6,7 +6,7 @@
 
 #include <cublas_v2.h>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 Context::Context(cudaStream_t stream) : stream_(stream) {
   cudnnHandle_t cudnn = nullptr;
@@ -64,4 +64,4 @@ float read_device_scalar(Context& context, const float* device_value) {
   return value;
 }
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -21,7 +21,7 @@
 #include <map>
 #include <memory>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 struct ConvPlan;  // kernels/cuda/conv_plan.h: cuDNN descriptors and algorithms of one convolution shape
 
@@ -77,4 +77,4 @@ class Context {
 // Copies a device float to the host, waiting for the stream: the one place a loss value leaves the GPU.
 float read_device_scalar(Context& context, const float* device_value);
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 // Workspaces above this are refused at selection: a faster algorithm is not worth a GiB of memory.
@@ -236,4 +236,4 @@ TRAIN_INSTANTIATE(float)
 TRAIN_INSTANTIATE(bf16)
 #undef TRAIN_INSTANTIATE
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 struct ConvAlgorithmChoice {
   int algorithm = -1;            // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
@@ -27,4 +27,4 @@ struct ConvPlan {
   ConvAlgorithmChoice forward, backward_data, backward_filter;
 };
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -13,7 +13,7 @@
 
 #include <stdexcept>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 using device::from_float;
@@ -87,4 +87,4 @@ template void softmax_cross_entropy<float>(Context&, int, int, const float*, con
                                            float*);
 template void softmax_cross_entropy<bf16>(Context&, int, int, const bf16*, const std::int32_t*, float, float*, bf16*);
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

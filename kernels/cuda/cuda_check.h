@@ -23,7 +23,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train::ops::cuda::detail {
+namespace train::kernels::cuda::detail {
 
 [[noreturn]] inline void throw_call_error(const char* library, const char* call, const char* file, int line,
                                           const std::string& what, bool out_of_memory) {
@@ -55,11 +55,11 @@ inline void check_cublas(cublasStatus_t status, const char* call, const char* fi
   }
 }
 
-}  // namespace train::ops::cuda::detail
+}  // namespace train::kernels::cuda::detail
 
-#define TRAIN_CUDA_CHECK(call) ::train::ops::cuda::detail::check_cuda((call), #call, __FILE__, __LINE__)
-#define TRAIN_CUDNN_CHECK(call) ::train::ops::cuda::detail::check_cudnn((call), #call, __FILE__, __LINE__)
-#define TRAIN_CUBLAS_CHECK(call) ::train::ops::cuda::detail::check_cublas((call), #call, __FILE__, __LINE__)
+#define TRAIN_CUDA_CHECK(call) ::train::kernels::cuda::detail::check_cuda((call), #call, __FILE__, __LINE__)
+#define TRAIN_CUDNN_CHECK(call) ::train::kernels::cuda::detail::check_cudnn((call), #call, __FILE__, __LINE__)
+#define TRAIN_CUBLAS_CHECK(call) ::train::kernels::cuda::detail::check_cublas((call), #call, __FILE__, __LINE__)
 // After a <<<...>>> launch: configuration errors (too many threads, too much shared memory) appear here.
 #define TRAIN_CUDA_CHECK_LAUNCH() \
-  ::train::ops::cuda::detail::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+  ::train::kernels::cuda::detail::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)

@@ -3,7 +3,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_clock.h"
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 __global__ void write_global_timer(unsigned long long* slot) {
@@ -72,4 +72,4 @@ std::optional<DeviceClockOffset> DeviceClockProbe::measure(int samples, std::chr
   return best;
 }
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <optional>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 // Enqueues on `stream` the write of the global timer into *slot, when the stream gets there.
 void record_device_time(cudaStream_t stream, unsigned long long* slot);
@@ -47,4 +47,4 @@ class DeviceClockProbe {
   bool abandoned_ = false;  // a kernel that never reported may still write the word: it is never freed
 };
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

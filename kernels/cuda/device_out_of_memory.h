@@ -6,11 +6,11 @@
 
 #include <stdexcept>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 class DeviceOutOfMemory : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

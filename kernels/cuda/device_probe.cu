@@ -1,6 +1,6 @@
 #include "kernels/cuda/device_probe.h"
 
-namespace train {
+namespace train::kernels::cuda {
 
 namespace {
 
@@ -19,4 +19,4 @@ cudaError_t launch_device_probe(int* values, int count, int factor, cudaStream_t
   return cudaStreamSynchronize(stream);
 }
 
-}  // namespace train
+}  // namespace train::kernels::cuda

@@ -3,8 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
-namespace train {
+namespace train::kernels::cuda {
 
 cudaError_t launch_device_probe(int* values, int count, int factor, cudaStream_t stream);
 
-}  // namespace train
+}  // namespace train::kernels::cuda

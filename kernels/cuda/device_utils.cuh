@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace train::ops::cuda::device {
+namespace train::kernels::cuda::device {
 
 // fp32 is the arithmetic type of every elementwise kernel; T is only what is stored.
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -106,11 +106,11 @@ __device__ __forceinline__ std::int64_t grid_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
-}  // namespace train::ops::cuda::device
+}  // namespace train::kernels::cuda::device
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 // True when p is aligned for a pack of `bytes` bytes.
 inline bool aligned_to(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -11,7 +11,7 @@
 
 #include <stdexcept>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 using device::from_float;
@@ -141,4 +141,4 @@ template void cast<bf16, float>(Context&, std::int64_t, const bf16*, float*);
 template void cast<float, float>(Context&, std::int64_t, const float*, float*);
 template void cast<bf16, bf16>(Context&, std::int64_t, const bf16*, bf16*);
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

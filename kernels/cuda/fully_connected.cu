@@ -19,7 +19,7 @@
 
 #include <stdexcept>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 using device::from_float;
@@ -98,4 +98,4 @@ TRAIN_INSTANTIATE(float)
 TRAIN_INSTANTIATE(bf16)
 #undef TRAIN_INSTANTIATE
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

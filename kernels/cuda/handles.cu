@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 Stream make_stream(StreamPriority priority) {
   cudaStream_t stream = nullptr;
@@ -53,4 +53,4 @@ PinnedMemory allocate_pinned(std::size_t bytes, unsigned int flags) {
   return PinnedMemory(pointer);
 }
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

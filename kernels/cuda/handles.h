@@ -20,7 +20,7 @@
 #include <memory>
 #include <type_traits>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 namespace detail {
 template <auto destroy>
@@ -79,4 +79,4 @@ DeviceMemory allocate_device(std::size_t bytes);
 // not DeviceOutOfMemory: it is not the GPU that is full.
 PinnedMemory allocate_pinned(std::size_t bytes, unsigned int flags = cudaHostAllocPortable);
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace train::ops::cuda::plan {
+namespace train::kernels::cuda::plan {
 
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -76,4 +76,4 @@ inline std::vector<OptimizerChunk> optimizer_chunks(const std::vector<std::int64
   return chunks;
 }
 
-}  // namespace train::ops::cuda::plan
+}  // namespace train::kernels::cuda::plan

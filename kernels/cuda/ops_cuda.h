@@ -37,12 +37,12 @@
 #include <span>
 #include <vector>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 
 using bf16 = __nv_bfloat16;
 
 // ---------------------------------------------------------------------------------------------------
-// Convolution (kernels/cuda/conv2d.cu), cuDNN. Shapes as train::ops::Conv2dShape.
+// Convolution (kernels/cuda/conv2d.cu), cuDNN. Shapes as train::kernels::Conv2dShape.
 template <typename T>
 void conv2d_forward(Context& context, const Conv2dShape& s, const T* x, const T* w, T* y);
 template <typename T>
@@ -118,7 +118,7 @@ void softmax_cross_entropy(Context& context, int n, int classes, const T* logits
 
 // ---------------------------------------------------------------------------------------------------
 // Optimizer (kernels/cuda/optimizer.cu): SGD with momentum / Nesterov / LARS over all tensors at once,
-// the arithmetic of train::ops::sgd_step in fp32 on fp32 master weights and fp32 gradients (the reduced
+// the arithmetic of train::kernels::sgd_step in fp32 on fp32 master weights and fp32 gradients (the reduced
 // average over ranks). G is the type of the weights' copy the passes read (T).
 template <typename G>
 struct SgdTensor {
@@ -165,4 +165,4 @@ class SgdTensorTable {
 template <typename G>
 void sgd_step(Context& context, const SgdTensorTable<G>& table, const SgdOptions& options);
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace train::ops::cuda {
+namespace train::kernels::cuda {
 namespace {
 
 using device::from_float;
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kOptimizerThreads)
 }
 
 // trust = eta * ||p|| / (||g|| + weight_decay * ||p|| + epsilon), 1 when either norm is 0 or the tensor
-// takes no weight decay (train::ops::lars_trust_ratio).
+// takes no weight decay (train::kernels::lars_trust_ratio).
 template <typename G>
 __global__ void lars_trust(int tensor_count, const DeviceSgdTensor<G>* tensors, const double* partials, double eta,
                            double weight_decay, double epsilon, float* trust) {
@@ -204,4 +204,4 @@ template class SgdTensorTable<bf16>;
 template void sgd_step<float>(Context&, const SgdTensorTable<float>&, const SgdOptions&);
 template void sgd_step<bf16>(Context&, const SgdTensorTable<bf16>&, const SgdOptions&);
 
-}  // namespace train::ops::cuda
+}  // namespace train::kernels::cuda

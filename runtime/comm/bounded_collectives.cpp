@@ -6,7 +6,7 @@
 
 #include <thread>
 
-namespace train {
+namespace train::comm {
 
 void wait_bounded(MPI_Request& request, std::chrono::milliseconds timeout, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -37,4 +37,4 @@ void bounded_barrier(MPI_Comm comm, std::chrono::milliseconds timeout, const cha
   wait_bounded(request, timeout, what);
 }
 
-}  // namespace train
+}  // namespace train::comm

@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-namespace train {
+namespace train::comm {
 
 void bounded_allreduce(void* buffer, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                        std::chrono::milliseconds timeout, const char* what);
@@ -18,4 +18,4 @@ void bounded_barrier(MPI_Comm comm, std::chrono::milliseconds timeout, const cha
 // Waits for `request` (polling, so the wait can end); throws MpiError after `timeout`.
 void wait_bounded(MPI_Request& request, std::chrono::milliseconds timeout, const char* what);
 
-}  // namespace train
+}  // namespace train::comm

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace train {
+namespace train::comm {
 
 void broadcast_text(std::string& text, MPI_Comm comm) {
   int64_t length = static_cast<int64_t>(text.size());
@@ -17,4 +17,4 @@ void broadcast_text(std::string& text, MPI_Comm comm) {
   }
 }
 
-}  // namespace train
+}  // namespace train::comm

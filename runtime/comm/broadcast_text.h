@@ -6,9 +6,9 @@
 
 #include <string>
 
-namespace train {
+namespace train::comm {
 
 // Collective: every rank of `comm` calls it; `text` is rank 0's on return everywhere.
 void broadcast_text(std::string& text, MPI_Comm comm);
 
-}  // namespace train
+}  // namespace train::comm

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <functional>
 
-namespace train {
+namespace train::comm {
 
 struct BucketHooks {
   std::function<void(size_t bucket, size_t bytes)> started;
@@ -19,4 +19,4 @@ struct BucketHooks {
   explicit operator bool() const { return started && finished; }
 };
 
-}  // namespace train
+}  // namespace train::comm

@@ -8,7 +8,7 @@
 #include <climits>
 #include <cstdint>
 
-namespace train {
+namespace train::comm {
 
 std::vector<std::string> gather_texts(const std::string& mine, MPI_Comm comm, std::chrono::milliseconds timeout,
                                       const char* what) {
@@ -45,4 +45,4 @@ std::vector<std::string> gather_texts(const std::string& mine, MPI_Comm comm, st
   return texts;
 }
 
-}  // namespace train
+}  // namespace train::comm

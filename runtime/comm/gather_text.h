@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::comm {
 
 // Collective: every rank of `comm` calls it. On rank 0 every rank's text, by rank; empty elsewhere. Throws
 // MpiError when the texts are too long together, CollectiveTimeout after `timeout` (naming `what`).
 std::vector<std::string> gather_texts(const std::string& mine, MPI_Comm comm, std::chrono::milliseconds timeout,
                                       const char* what);
 
-}  // namespace train
+}  // namespace train::comm

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace train {
+namespace train::comm {
 
 BucketPlan plan_buckets(const std::vector<size_t>& tensor_elements, size_t threshold_bytes, size_t first_bucket_bytes,
                         size_t element_bytes) {
@@ -37,4 +37,4 @@ BucketPlan plan_buckets(const std::vector<size_t>& tensor_elements, size_t thres
   return plan;
 }
 
-}  // namespace train
+}  // namespace train::comm

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace train {
+namespace train::comm {
 
 // 128 elements: 256 bytes of bf16, 512 of fp32, so a tensor is 256-byte aligned (what cudaMalloc gives and
 // cuDNN's fastest paths want) in a buffer of either type that starts so aligned. The models' parameter
@@ -56,4 +56,4 @@ inline BucketPlan plan_gradient_buckets(const std::vector<size_t>& tensor_elemen
   return plan_buckets(tensor_elements, threshold_bytes, first_gradient_bucket_bytes, reduced_gradient_bytes);
 }
 
-}  // namespace train
+}  // namespace train::comm

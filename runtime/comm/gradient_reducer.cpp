@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace train {
+namespace train::comm {
 
 GradientReducer::GradientReducer(BucketPlan plan, Prepare prepare)
     : plan_(std::move(plan)), prepare_(std::move(prepare)) {
@@ -44,4 +44,4 @@ void GradientReducer::bucket_finished(size_t bucket) const {
   if (hooks_) hooks_.finished(bucket, plan_.bytes(bucket));
 }
 
-}  // namespace train
+}  // namespace train::comm

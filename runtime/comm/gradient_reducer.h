@@ -17,7 +17,7 @@
 #include <functional>
 #include <vector>
 
-namespace train {
+namespace train::comm {
 
 class GradientReducer {
  public:
@@ -62,4 +62,4 @@ class GradientReducer {
   std::vector<int> waiting_for_;  // per bucket: its tensors not yet ready this step
 };
 
-}  // namespace train
+}  // namespace train::comm

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-namespace train {
+namespace train::comm {
 
 MpiGradientReducer::MpiGradientReducer(MPI_Comm comm, BucketPlan plan, float* gradients,
                                        std::chrono::milliseconds timeout)
@@ -62,4 +62,4 @@ void MpiGradientReducer::finish_buckets() {
   }
 }
 
-}  // namespace train
+}  // namespace train::comm

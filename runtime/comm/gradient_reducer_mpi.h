@@ -11,7 +11,7 @@
 #include <chrono>
 #include <vector>
 
-namespace train {
+namespace train::comm {
 
 class MpiGradientReducer final : public GradientReducer {
  public:
@@ -40,4 +40,4 @@ class MpiGradientReducer final : public GradientReducer {
   std::vector<int> completed_;         // MPI_Testsome's indices
 };
 
-}  // namespace train
+}  // namespace train::comm

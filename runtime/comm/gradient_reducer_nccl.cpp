@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace train::gpu {
+namespace train::comm {
 
 namespace {
 
@@ -66,4 +66,4 @@ void NcclGradientReducer::wait(std::chrono::milliseconds timeout) const {
   comm_.wait_for_event(streams_.reduced, timeout, "the step's gradient allreduces");
 }
 
-}  // namespace train::gpu
+}  // namespace train::comm

@@ -16,7 +16,7 @@
 
 #include <chrono>
 
-namespace train::gpu {
+namespace train::comm {
 
 class NcclGradientReducer final : public GradientReducer {
  public:
@@ -61,4 +61,4 @@ class NcclGradientReducer final : public GradientReducer {
   std::chrono::milliseconds timeout_;
 };
 
-}  // namespace train::gpu
+}  // namespace train::comm

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace train {
+namespace train::comm {
 
 void throw_mpi_error(int code, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -16,4 +16,4 @@ void throw_mpi_error(int code, const char* call, const char* file, int line) {
                              length > 0 ? std::string(text, static_cast<size_t>(length)) : "unknown MPI error"));
 }
 
-}  // namespace train
+}  // namespace train::comm

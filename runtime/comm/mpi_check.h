@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train {
+namespace train::comm {
 
 class MpiError : public std::runtime_error {
  public:
@@ -22,12 +22,12 @@ class CollectiveTimeout : public MpiError {
 
 void throw_mpi_error(int code, const char* call, const char* file, int line);
 
-}  // namespace train
+}  // namespace train::comm
 
-#define MPI_CHECK(call)                                                   \
-  do {                                                                    \
-    int mpi_check_code_ = (call);                                         \
-    if (mpi_check_code_ != MPI_SUCCESS) {                                 \
-      ::train::throw_mpi_error(mpi_check_code_, #call, __FILE__, __LINE__); \
-    }                                                                     \
+#define MPI_CHECK(call)                                                           \
+  do {                                                                            \
+    int mpi_check_code_ = (call);                                                 \
+    if (mpi_check_code_ != MPI_SUCCESS) {                                         \
+      ::train::comm::throw_mpi_error(mpi_check_code_, #call, __FILE__, __LINE__); \
+    }                                                                             \
   } while (0)

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-namespace train::gpu {
+namespace train::comm {
 
 namespace {
 std::atomic<int> rank_for_messages{-1};
@@ -24,4 +24,4 @@ void throw_nccl_error(ncclResult_t status, const char* call, const char* file, i
                              ncclGetLastError(nullptr), file, line));
 }
 
-}  // namespace train::gpu
+}  // namespace train::comm

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train::gpu {
+namespace train::comm {
 
 class GpuError : public std::runtime_error {
  public:
@@ -23,16 +23,16 @@ int error_rank();
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
 [[noreturn]] void throw_nccl_error(ncclResult_t status, const char* call, const char* file, int line);
 
-}  // namespace train::gpu
+}  // namespace train::comm
 
-#define TRAIN_CUDA_CHECK(call)                                                                       \
-  do {                                                                                               \
-    const cudaError_t train_status_ = (call);                                                        \
-    if (train_status_ != cudaSuccess) ::train::gpu::throw_cuda_error(train_status_, #call, __FILE__, __LINE__); \
+#define TRAIN_CUDA_CHECK(call)                                                                                   \
+  do {                                                                                                           \
+    const cudaError_t train_status_ = (call);                                                                    \
+    if (train_status_ != cudaSuccess) ::train::comm::throw_cuda_error(train_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define TRAIN_NCCL_CHECK(call)                                                                       \
-  do {                                                                                               \
-    const ncclResult_t train_status_ = (call);                                                       \
-    if (train_status_ != ncclSuccess) ::train::gpu::throw_nccl_error(train_status_, #call, __FILE__, __LINE__); \
+#define TRAIN_NCCL_CHECK(call)                                                                                   \
+  do {                                                                                                           \
+    const ncclResult_t train_status_ = (call);                                                                   \
+    if (train_status_ != ncclSuccess) ::train::comm::throw_nccl_error(train_status_, #call, __FILE__, __LINE__); \
   } while (0)

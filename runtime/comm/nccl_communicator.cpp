@@ -8,7 +8,7 @@
 #include <exception>
 #include <thread>
 
-namespace train::gpu {
+namespace train::comm {
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout) {
   MPI_CHECK(MPI_Comm_rank(comm, &rank_));
@@ -110,4 +110,4 @@ NcclCommunicator::~NcclCommunicator() {
   }
 }
 
-}  // namespace train::gpu
+}  // namespace train::comm

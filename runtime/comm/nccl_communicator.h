@@ -9,7 +9,7 @@
 
 #include <chrono>
 
-namespace train::gpu {
+namespace train::comm {
 
 class NcclCommunicator {
  public:
@@ -43,4 +43,4 @@ class NcclCommunicator {
   mutable bool broken_ = false;
 };
 
-}  // namespace train::gpu
+}  // namespace train::comm

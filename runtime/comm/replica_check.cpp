@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace train {
+namespace train::comm {
 
 uint64_t fnv1a64(const void* data, size_t size) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -43,4 +43,4 @@ void check_replicas_agree(const float* values, size_t count, const RankIdentity&
   }
 }
 
-}  // namespace train
+}  // namespace train::comm

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace train {
+namespace train::comm {
 
 // FNV-1a (64-bit) of `size` bytes.
 uint64_t fnv1a64(const void* data, size_t size);
@@ -21,4 +21,4 @@ uint64_t fnv1a64(const void* data, size_t size);
 void check_replicas_agree(const float* values, size_t count, const RankIdentity& identity, MPI_Comm comm,
                           std::chrono::milliseconds timeout);
 
-}  // namespace train
+}  // namespace train::comm

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-namespace train {
+namespace train::model {
 
 template <typename T>
-CpuResNet<T>::CpuResNet(ResNetPlan plan, BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
+CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
   const ResNetPlan& p = this->plan_;
   values_.assign(p.parameter_elements, T(0));
   gradients_.assign(this->buckets_.total_elements, T(0));
@@ -25,10 +25,10 @@ void CpuResNet<T>::initialize(uint64_t seed) {
 
 // The table is built for each step (a few hundred entries): the values may have been replaced since.
 template <typename T>
-void CpuResNet<T>::sgd_step(const ops::SgdOptions& options) {
-  const std::vector<ops::SgdTensor<T>> tensors =
-      this->template optimizer_tensors<ops::SgdTensor<T>>(values_.data(), gradients_.data(), momentum_.data());
-  ops::sgd_step<T>(tensors, options);
+void CpuResNet<T>::sgd_step(const kernels::SgdOptions& options) {
+  const std::vector<kernels::SgdTensor<T>> tensors =
+      this->template optimizer_tensors<kernels::SgdTensor<T>>(values_.data(), gradients_.data(), momentum_.data());
+  kernels::sgd_step<T>(tensors, options);
 }
 
 template <typename T>
@@ -47,14 +47,13 @@ void CpuResNet<T>::bn_forward_train(size_t l, int64_t rows, int channels, const 
   const LayerPlan& layer = this->plan_.layers[l];
   const auto& saved = saved_[l];
   if (relu) {
-    ops::batch_norm_relu_forward_train(rows, channels, x, shortcut, parameter_data(layer.weight),
-                                       parameter_data(layer.bias), T(bn_epsilon), T(bn_momentum),
-                                       buffer_data(layer.running_mean), buffer_data(layer.running_var), y,
-                                       saved.mean, saved.invstd);
+    kernels::batch_norm_relu_forward_train(
+        rows, channels, x, shortcut, parameter_data(layer.weight), parameter_data(layer.bias), T(bn_epsilon),
+        T(bn_momentum), buffer_data(layer.running_mean), buffer_data(layer.running_var), y, saved.mean, saved.invstd);
   } else {
-    ops::batch_norm_forward_train(rows, channels, x, parameter_data(layer.weight), parameter_data(layer.bias),
-                                  T(bn_epsilon), T(bn_momentum), buffer_data(layer.running_mean),
-                                  buffer_data(layer.running_var), y, saved.mean, saved.invstd);
+    kernels::batch_norm_forward_train(rows, channels, x, parameter_data(layer.weight), parameter_data(layer.bias),
+                                      T(bn_epsilon), T(bn_momentum), buffer_data(layer.running_mean),
+                                      buffer_data(layer.running_var), y, saved.mean, saved.invstd);
   }
 }
 
@@ -63,11 +62,11 @@ void CpuResNet<T>::bn_backward(size_t l, int64_t rows, int channels, const T* x,
   const LayerPlan& layer = this->plan_.layers[l];
   const auto& saved = saved_[l];
   if (relu_y != nullptr) {
-    ops::batch_norm_relu_backward(rows, channels, x, relu_y, dy, parameter_data(layer.weight), saved.mean,
-                                  saved.invstd, dx, gradient_data(layer.weight), gradient_data(layer.bias));
+    kernels::batch_norm_relu_backward(rows, channels, x, relu_y, dy, parameter_data(layer.weight), saved.mean,
+                                      saved.invstd, dx, gradient_data(layer.weight), gradient_data(layer.bias));
   } else {
-    ops::batch_norm_backward(rows, channels, x, dy, parameter_data(layer.weight), saved.mean,
-                             saved.invstd, dx, gradient_data(layer.weight), gradient_data(layer.bias));
+    kernels::batch_norm_backward(rows, channels, x, dy, parameter_data(layer.weight), saved.mean, saved.invstd, dx,
+                                 gradient_data(layer.weight), gradient_data(layer.bias));
   }
 }
 
@@ -91,7 +90,7 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
     result.correct += (std::max_element(row, row + classes) - row) == labels[i] ? 1 : 0;
   }
   T* dlogits = this->begin_backward();
-  result.loss = ops::softmax_cross_entropy(batch, classes, logits, labels, label_smoothing, dlogits);
+  result.loss = kernels::softmax_cross_entropy(batch, classes, logits, labels, label_smoothing, dlogits);
   for (int64_t i = 0; i < int64_t{batch} * classes; ++i) dlogits[i] *= gradient_scale;
   this->backward(on_gradient, between_layers);
   return result;
@@ -100,4 +99,4 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
 template class CpuResNet<float>;
 template class CpuResNet<double>;
 
-}  // namespace train
+}  // namespace train::model

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 template <typename T>
 class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
@@ -30,7 +30,7 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
 
  public:
   // Activations are sized for plan.max_batch images; `buckets` lays out the gradients.
-  CpuResNet(ResNetPlan plan, BucketPlan buckets);
+  CpuResNet(ResNetPlan plan, comm::BucketPlan buckets);
 
   // torchvision's default initialisation (initialize_resnet); momentum zero.
   void initialize(uint64_t seed);
@@ -48,9 +48,9 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
   // Forward in inference mode (running statistics) into logits [batch][classes].
   void infer(const T* images, int batch, T* logits);
 
-  // One optimizer step over every parameter (ops::sgd_step) with the gradients as they are now (after the
+  // One optimizer step over every parameter (kernels::sgd_step) with the gradients as they are now (after the
   // reduction): weight decay where TensorSpec::decays() (conv and fc weights), momentum kept here.
-  void sgd_step(const ops::SgdOptions& options);
+  void sgd_step(const kernels::SgdOptions& options);
 
   // Parameter p (forward numbering): values (conv weights OHWI) and gradient.
   T* parameter_data(int p) { return values_.data() + this->plan_.parameters[static_cast<size_t>(p)].offset; }
@@ -72,39 +72,41 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
     std::copy(images, images + elements, input_);
     return input_;
   }
-  void conv_forward(const LayerPlan& l, const ops::Conv2dShape& s, const T* x, T* y) {
-    ops::conv2d_forward(s, x, parameter_data(l.weight), y);
+  void conv_forward(const LayerPlan& l, const kernels::Conv2dShape& s, const T* x, T* y) {
+    kernels::conv2d_forward(s, x, parameter_data(l.weight), y);
   }
-  void conv_backward_weight(const LayerPlan& l, const ops::Conv2dShape& s, const T* x, const T* dy) {
-    ops::conv2d_backward_weight(s, x, dy, gradient_data(l.weight));
+  void conv_backward_weight(const LayerPlan& l, const kernels::Conv2dShape& s, const T* x, const T* dy) {
+    kernels::conv2d_backward_weight(s, x, dy, gradient_data(l.weight));
   }
-  void conv_backward_input(const LayerPlan& l, const ops::Conv2dShape& s, const T* dy, T* dx) {
-    ops::conv2d_backward_input(s, dy, parameter_data(l.weight), dx);
+  void conv_backward_input(const LayerPlan& l, const kernels::Conv2dShape& s, const T* dy, T* dx) {
+    kernels::conv2d_backward_input(s, dy, parameter_data(l.weight), dx);
   }
   void bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu, T* y);
   void bn_forward_inference(const LayerPlan& l, int64_t rows, int channels, const T* x, T* y) {
-    ops::batch_norm_forward_inference(rows, channels, x, parameter_data(l.weight), parameter_data(l.bias),
-                                      buffer_data(l.running_mean), buffer_data(l.running_var), T(bn_epsilon), y);
+    kernels::batch_norm_forward_inference(rows, channels, x, parameter_data(l.weight), parameter_data(l.bias),
+                                          buffer_data(l.running_mean), buffer_data(l.running_var), T(bn_epsilon), y);
   }
   void bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx);
-  void relu_forward(int64_t n, const T* x, T* y) { ops::relu_forward(n, x, y); }
-  void relu_backward(int64_t n, const T* y, const T* dy, T* dx) { ops::relu_backward(n, y, dy, dx); }
-  void add(int64_t n, const T* a, const T* b, T* y) { ops::add(n, a, b, y); }
+  void relu_forward(int64_t n, const T* x, T* y) { kernels::relu_forward(n, x, y); }
+  void relu_backward(int64_t n, const T* y, const T* dy, T* dx) { kernels::relu_backward(n, y, dy, dx); }
+  void add(int64_t n, const T* a, const T* b, T* y) { kernels::add(n, a, b, y); }
   void copy(int64_t n, const T* x, T* y) { std::copy(x, x + n, y); }
-  void max_pool_forward(size_t l, const ops::Pool2dShape& s, const T* x, T* y) {
-    ops::max_pool_forward(s, x, y, saved_[l].argmax);
+  void max_pool_forward(size_t l, const kernels::Pool2dShape& s, const T* x, T* y) {
+    kernels::max_pool_forward(s, x, y, saved_[l].argmax);
   }
-  void max_pool_backward(size_t l, const ops::Pool2dShape& s, const T* dy, T* dx) {
-    ops::max_pool_backward(s, dy, saved_[l].argmax, dx);
+  void max_pool_backward(size_t l, const kernels::Pool2dShape& s, const T* dy, T* dx) {
+    kernels::max_pool_backward(s, dy, saved_[l].argmax, dx);
   }
-  void avg_pool_forward(int n, int hw, int c, const T* x, T* y) { ops::global_avg_pool_forward(n, hw, c, x, y); }
-  void avg_pool_backward(int n, int hw, int c, const T* dy, T* dx) { ops::global_avg_pool_backward(n, hw, c, dy, dx); }
+  void avg_pool_forward(int n, int hw, int c, const T* x, T* y) { kernels::global_avg_pool_forward(n, hw, c, x, y); }
+  void avg_pool_backward(int n, int hw, int c, const T* dy, T* dx) {
+    kernels::global_avg_pool_backward(n, hw, c, dy, dx);
+  }
   void fc_forward(const LayerPlan& l, int n, int in, int out, const T* x, T* y) {
-    ops::fully_connected_forward(n, in, out, x, parameter_data(l.weight), parameter_data(l.bias), y);
+    kernels::fully_connected_forward(n, in, out, x, parameter_data(l.weight), parameter_data(l.bias), y);
   }
   void fc_backward(const LayerPlan& l, int n, int in, int out, const T* x, const T* dy, T* dx) {
-    ops::fully_connected_backward(n, in, out, x, parameter_data(l.weight), dy, dx, gradient_data(l.weight),
-                                  gradient_data(l.bias));
+    kernels::fully_connected_backward(n, in, out, x, parameter_data(l.weight), dy, dx, gradient_data(l.weight),
+                                      gradient_data(l.bias));
   }
 
   // The passes' storage (ResNetPasses::allocate_storage): zeroed, kept as long as the model.
@@ -123,4 +125,4 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
 extern template class CpuResNet<float>;
 extern template class CpuResNet<double>;
 
-}  // namespace train
+}  // namespace train::model

@@ -13,11 +13,11 @@
 #include <string>
 #include <type_traits>
 
-namespace train::gpu {
+namespace train::model {
 
 namespace {
 
-namespace cuda = ops::cuda;
+namespace cuda = kernels::cuda;
 
 constexpr float bn_eps = static_cast<float>(bn_epsilon);
 constexpr float bn_mom = static_cast<float>(bn_momentum);
@@ -35,9 +35,9 @@ template <typename T>
 void* GpuResNet<T>::allocate_bytes(size_t bytes) {
   cuda::DeviceMemory memory = cuda::try_allocate_device(bytes);
   if (!memory) {
-    throw DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
-                                        static_cast<double>(bytes) / (1 << 30),
-                                        static_cast<double>(device_bytes_) / (1 << 30)));
+    throw cuda::DeviceOutOfMemory(fmt::format("allocating {:.2f} GiB more after {:.2f} GiB for the model failed",
+                                              static_cast<double>(bytes) / (1 << 30),
+                                              static_cast<double>(device_bytes_) / (1 << 30)));
   }
   memory_.push_back(std::move(memory));
   device_bytes_ += bytes;
@@ -45,7 +45,7 @@ void* GpuResNet<T>::allocate_bytes(size_t bytes) {
 }
 
 template <typename T>
-GpuResNet<T>::GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context& context)
+GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context)
     : Passes(std::move(plan), std::move(buckets)), context_(context) {
   const ResNetPlan& p = this->plan_;
   const size_t parameters = p.parameter_elements;
@@ -250,17 +250,18 @@ ExportedTensors GpuResNet<T>::export_state() const {
 // ---- the op calls of ResNetPasses ----------------------------------------------------------------------------
 
 template <typename T>
-void GpuResNet<T>::conv_forward(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* x, T* y) {
+void GpuResNet<T>::conv_forward(const LayerPlan& layer, const kernels::Conv2dShape& shape, const T* x, T* y) {
   cuda::conv2d_forward<T>(context_, shape, x, weight_data(layer.weight), y);
 }
 
 template <typename T>
-void GpuResNet<T>::conv_backward_weight(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* x, const T* dy) {
+void GpuResNet<T>::conv_backward_weight(const LayerPlan& layer, const kernels::Conv2dShape& shape, const T* x,
+                                        const T* dy) {
   cuda::conv2d_backward_weight<T>(context_, shape, x, dy, gradient_data(layer.weight));
 }
 
 template <typename T>
-void GpuResNet<T>::conv_backward_input(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* dy, T* dx) {
+void GpuResNet<T>::conv_backward_input(const LayerPlan& layer, const kernels::Conv2dShape& shape, const T* dy, T* dx) {
   cuda::conv2d_backward_input<T>(context_, shape, dy, weight_data(layer.weight), dx);
 }
 
@@ -337,12 +338,12 @@ void GpuResNet<T>::copy(int64_t n, const T* x, T* y) {
 }
 
 template <typename T>
-void GpuResNet<T>::max_pool_forward(size_t l, const ops::Pool2dShape& shape, const T* x, T* y) {
+void GpuResNet<T>::max_pool_forward(size_t l, const kernels::Pool2dShape& shape, const T* x, T* y) {
   cuda::max_pool_forward<T>(context_, shape, x, y, saved_[l].argmax);
 }
 
 template <typename T>
-void GpuResNet<T>::max_pool_backward(size_t l, const ops::Pool2dShape& shape, const T* dy, T* dx) {
+void GpuResNet<T>::max_pool_backward(size_t l, const kernels::Pool2dShape& shape, const T* dy, T* dx) {
   cuda::max_pool_backward<T>(context_, shape, dy, saved_[l].argmax, dx);
 }
 
@@ -412,7 +413,7 @@ void GpuResNet<T>::copy_totals_async(double* host) {
 }
 
 template <typename T>
-void GpuResNet<T>::sgd_step(const ops::SgdOptions& options) {
+void GpuResNet<T>::sgd_step(const kernels::SgdOptions& options) {
   cuda::sgd_step<T>(context_, *sgd_table_, options);
 }
 
@@ -424,4 +425,4 @@ const float* GpuResNet<T>::trust_ratios() const {
 template class GpuResNet<float>;
 template class GpuResNet<cuda::bf16>;
 
-}  // namespace train::gpu
+}  // namespace train::model

@@ -52,10 +52,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace train::gpu {
-
-// The GPU has too little memory for what was asked (the model at its largest batch, a workspace).
-using DeviceOutOfMemory = ops::cuda::DeviceOutOfMemory;
+namespace train::model {
 
 template <typename T>
 class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
@@ -67,7 +64,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   // device memory (the context's convolution workspace included), zeroes the momentum buffers and the
   // parameters (call upload_state or upload_parameters before training) and uploads the optimizer's
   // tensor table: synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
-  GpuResNet(ResNetPlan plan, BucketPlan buckets, ops::cuda::Context& context);
+  GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context);
   ~GpuResNet();
   GpuResNet(const GpuResNet&) = delete;
   GpuResNet& operator=(const GpuResNet&) = delete;
@@ -123,10 +120,10 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   void copy_totals_async(double* host);
   // Forward in inference mode (running statistics) into device logits [batch][classes] in T.
   void infer(const T* images, int batch, T* logits);
-  // One optimizer step over every parameter (ops::cuda::sgd_step, multi-tensor): fp32 master weights and
+  // One optimizer step over every parameter (kernels::cuda::sgd_step, multi-tensor): fp32 master weights and
   // momentum, weight decay where TensorSpec::decays() (conv and fc weights), the bf16 copy rewritten.
   // Enqueue it after the gradients are reduced (NcclGradientReducer::finish() makes the stream wait).
-  void sgd_step(const ops::SgdOptions& options);
+  void sgd_step(const kernels::SgdOptions& options);
 
   // ---- device pointers ----------------------------------------------------------------------------------
   size_t parameter_elements() const { return this->plan_.parameter_elements; }
@@ -137,15 +134,15 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   // The T weights the passes read (== master_data for T = float; BN parameters: see master_data).
   T* weight_data(int p) { return weights_ + this->plan_.parameters[static_cast<size_t>(p)].offset; }
   const float* trust_ratios() const;  // the last LARS step's per-tensor ratios (device)
-  ops::cuda::Context& context() { return context_; }
+  kernels::cuda::Context& context() { return context_; }
   size_t device_bytes() const { return device_bytes_; }
 
  private:
   // The op calls of ResNetPasses (its header lists them).
   const T* take_input(const T* images, int64_t) { return images; }
-  void conv_forward(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* x, T* y);
-  void conv_backward_weight(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* x, const T* dy);
-  void conv_backward_input(const LayerPlan& layer, const ops::Conv2dShape& shape, const T* dy, T* dx);
+  void conv_forward(const LayerPlan& layer, const kernels::Conv2dShape& shape, const T* x, T* y);
+  void conv_backward_weight(const LayerPlan& layer, const kernels::Conv2dShape& shape, const T* x, const T* dy);
+  void conv_backward_input(const LayerPlan& layer, const kernels::Conv2dShape& shape, const T* dy, T* dx);
   void bn_forward_train(size_t l, int64_t rows, int channels, const T* x, const T* shortcut, bool relu, T* y);
   void bn_forward_inference(const LayerPlan& layer, int64_t rows, int channels, const T* x, T* y);
   void bn_backward(size_t l, int64_t rows, int channels, const T* x, const T* relu_y, const T* dy, T* dx);
@@ -153,8 +150,8 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   void relu_backward(int64_t n, const T* y, const T* dy, T* dx);
   void add(int64_t n, const T* a, const T* b, T* y);
   void copy(int64_t n, const T* x, T* y);
-  void max_pool_forward(size_t l, const ops::Pool2dShape& shape, const T* x, T* y);
-  void max_pool_backward(size_t l, const ops::Pool2dShape& shape, const T* dy, T* dx);
+  void max_pool_forward(size_t l, const kernels::Pool2dShape& shape, const T* x, T* y);
+  void max_pool_backward(size_t l, const kernels::Pool2dShape& shape, const T* dy, T* dx);
   void avg_pool_forward(int n, int hw, int c, const T* x, T* y);
   void avg_pool_backward(int n, int hw, int c, const T* dy, T* dx);
   void fc_forward(const LayerPlan& layer, int n, int in, int out, const T* x, T* y);
@@ -171,8 +168,8 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   void copy_to_host(void* host, const void* device, size_t bytes) const;
   std::vector<float> download_floats(const float* device, size_t count) const;
 
-  ops::cuda::Context& context_;
-  std::vector<ops::cuda::DeviceMemory> memory_;  // everything this model allocated
+  kernels::cuda::Context& context_;
+  std::vector<kernels::cuda::DeviceMemory> memory_;  // everything this model allocated
   size_t device_bytes_ = 0;
 
   float* master_ = nullptr;     // fp32 parameters [parameter_elements]
@@ -186,10 +183,10 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   std::int32_t* correct_ = nullptr;
   double* totals_ = nullptr;  // accumulate_totals' sums since copy_totals_async()
   std::vector<typename Passes::template SavedForBackward<float>> saved_;  // by layer
-  std::unique_ptr<ops::cuda::SgdTensorTable<T>> sgd_table_;
+  std::unique_ptr<kernels::cuda::SgdTensorTable<T>> sgd_table_;
 };
 
 extern template class GpuResNet<float>;
 extern template class GpuResNet<__nv_bfloat16>;
 
-}  // namespace train::gpu
+}  // namespace train::model

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-namespace train::gpu::detail {
+namespace train::model::detail {
 namespace {
 
 __device__ __forceinline__ float load_float(float v) { return v; }
@@ -104,4 +104,4 @@ template void count_top1<float>(cudaStream_t, int, int, const float*, const std:
 template void count_top1<__nv_bfloat16>(cudaStream_t, int, int, const __nv_bfloat16*, const std::int32_t*,
                                         std::int32_t*);
 
-}  // namespace train::gpu::detail
+}  // namespace train::model::detail

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace train::gpu::detail {
+namespace train::model::detail {
 
 // values[i] = values[i] * scale, in fp32 and rounded once to T (for float: exactly the CPU model's
 // `dlogits[i] *= gradient_scale`).
@@ -25,4 +25,4 @@ void count_top1(cudaStream_t stream, int n, int classes, const T* logits, const 
 // host reads them at a log line. One thread: no atomics, the same sums every run.
 void accumulate_totals(cudaStream_t stream, const float* loss, const std::int32_t* hits, int n, double* totals);
 
-}  // namespace train::gpu::detail
+}  // namespace train::model::detail

@@ -1,6 +1,6 @@
 #include "runtime/model/layer_fusion.h"
 
-namespace train {
+namespace train::model {
 
 std::vector<LayerFusion> plan_layer_fusion(const ResNetSpec& spec) {
   std::vector<LayerFusion> plan(spec.layers.size());
@@ -63,4 +63,4 @@ std::vector<LayerFusion> plan_layer_fusion(const ResNetSpec& spec) {
   return plan;
 }
 
-}  // namespace train
+}  // namespace train::model

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 enum class Fusion {
   none,
@@ -30,4 +30,4 @@ struct LayerFusion {
 // One entry per layer of spec.layers.
 std::vector<LayerFusion> plan_layer_fusion(const ResNetSpec& spec);
 
-}  // namespace train
+}  // namespace train::model

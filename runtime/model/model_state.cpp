@@ -7,7 +7,7 @@
 #include <map>
 #include <stdexcept>
 
-namespace train {
+namespace train::model {
 
 void ExportedTensors::add(std::string name, std::vector<int64_t> shape, std::vector<float> values) {
   floats_.push_back(std::move(values));
@@ -135,7 +135,7 @@ void import_momentum(const ResNetPlan& plan, const std::vector<model_io::Tensor>
 }
 
 template <typename T>
-ExportedTensors export_gradients(const ResNetPlan& plan, const BucketPlan& buckets, const T* gradients,
+ExportedTensors export_gradients(const ResNetPlan& plan, const comm::BucketPlan& buckets, const T* gradients,
                                  const std::string& prefix) {
   ExportedTensors exported;
   for (int p = 0; p < plan.parameter_tensors(); ++p) {
@@ -161,7 +161,8 @@ template ExportedTensors export_model_state(const ResNetPlan&, const float*, con
 template ExportedTensors export_model_state(const ResNetPlan&, const double*, const double*, const int64_t*);
 template void import_model_state(const ResNetPlan&, const std::vector<model_io::Tensor>&, float*, float*, int64_t*);
 template void import_model_state(const ResNetPlan&, const std::vector<model_io::Tensor>&, double*, double*, int64_t*);
-template ExportedTensors export_gradients(const ResNetPlan&, const BucketPlan&, const float*, const std::string&);
-template ExportedTensors export_gradients(const ResNetPlan&, const BucketPlan&, const double*, const std::string&);
+template ExportedTensors export_gradients(const ResNetPlan&, const comm::BucketPlan&, const float*, const std::string&);
+template ExportedTensors export_gradients(const ResNetPlan&, const comm::BucketPlan&, const double*,
+                                          const std::string&);
 
-}  // namespace train
+}  // namespace train::model

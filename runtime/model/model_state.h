@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 // Tensors converted for a file, with the storage their views point into.
 class ExportedTensors {
@@ -60,7 +60,7 @@ void import_momentum(const ResNetPlan& plan, const std::vector<model_io::Tensor>
 // Every parameter's gradient (a flat buffer laid out by `buckets`), named `prefix` + the parameter's name,
 // in torchvision's shape.
 template <typename T>
-ExportedTensors export_gradients(const ResNetPlan& plan, const BucketPlan& buckets, const T* gradients,
+ExportedTensors export_gradients(const ResNetPlan& plan, const comm::BucketPlan& buckets, const T* gradients,
                                  const std::string& prefix);
 
 // What the model expects of a weights file (for model_io::select_initial_weights).
@@ -71,4 +71,4 @@ template <typename T>
 std::vector<T> convert_conv_layout(const std::vector<T>& source, const std::vector<int64_t>& oihw_shape,
                                    bool to_oihw);
 
-}  // namespace train
+}  // namespace train::model

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 // The timeline's marks in a training step (runtime/timeline/): mark(pass, group) as the pass enters each
 // layer group (spec's layer_group_name, forward order for forward, reverse for backward) and
@@ -49,7 +49,7 @@ class ResNetPasses {
   void set_pass_marks(PassMarks marks) { pass_marks_ = std::move(marks); }
   const ResNetPlan& plan() const { return plan_; }
   const ResNetSpec& spec() const { return plan_.spec; }
-  const BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
+  const comm::BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
   int parameter_tensors() const { return plan_.parameter_tensors(); }
   int max_batch() const { return plan_.max_batch; }
   // Parameter p (forward numbering): its place in the parameter store and in the gradient buffer.
@@ -68,7 +68,7 @@ class ResNetPasses {
  protected:
   // `buckets` lays out the flat gradient buffer (planned by the communication layer from
   // plan.parameter_counts()); the model keeps it only to find each parameter's gradient.
-  ResNetPasses(ResNetPlan plan, BucketPlan buckets)
+  ResNetPasses(ResNetPlan plan, comm::BucketPlan buckets)
       : plan_(std::move(plan)), buckets_(std::move(buckets)), shapes_(plan_.max_shapes),
         tracked_(plan_.tracked_buffers, 0) {
     if (buckets_.offset_of_tensor.size() != plan_.parameters.size()) {
@@ -98,8 +98,8 @@ class ResNetPasses {
   template <typename S>
   std::vector<SavedForBackward<S>> allocate_storage();
 
-  // The optimizer's table, built from the plan for both models (ops::SgdTensor<T> on the CPU,
-  // ops::cuda::SgdTensor<T> on the GPU): every parameter in forward order, its values and momentum at its
+  // The optimizer's table, built from the plan for both models (kernels::SgdTensor<T> on the CPU,
+  // kernels::cuda::SgdTensor<T> on the GPU): every parameter in forward order, its values and momentum at its
   // offset in the parameter store, its gradient at its offset in the gradient buffer (the bucket layout),
   // its count, and whether it takes weight decay (TensorSpec::decays: conv and fc weights).
   template <typename Tensor, typename V, typename G>
@@ -108,8 +108,8 @@ class ResNetPasses {
   size_t gradient_offset(int p) const { return parameters_[static_cast<size_t>(p)].gradient_offset; }
   const T* logits() const { return activation_.back(); }
   // Every convolution's shape at the largest batch (what a model reserves workspace for).
-  std::vector<ops::Conv2dShape> conv_shapes_at_max_batch() const {
-    std::vector<ops::Conv2dShape> shapes;
+  std::vector<kernels::Conv2dShape> conv_shapes_at_max_batch() const {
+    std::vector<kernels::Conv2dShape> shapes;
     for (const auto& layer : plan_.spec.layers) {
       if (layer.kind == LayerKind::conv) shapes.push_back(conv_shape(layer, plan_.max_shapes[static_cast<size_t>(layer.input)]));
     }
@@ -124,16 +124,16 @@ class ResNetPasses {
   void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
 
   ResNetPlan plan_;
-  BucketPlan buckets_;
+  comm::BucketPlan buckets_;
   std::vector<Parameter> parameters_;
   std::vector<ActivationShape> shapes_;  // this step's
   std::vector<int64_t> tracked_;
 
  private:
   Model& model() { return static_cast<Model&>(*this); }
-  static ops::Conv2dShape conv_shape(const LayerSpec& layer, const ActivationShape& in) {
-    return ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
-                                    layer.padding);
+  static kernels::Conv2dShape conv_shape(const LayerSpec& layer, const ActivationShape& in) {
+    return kernels::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
+                                        layer.padding);
   }
   void set_batch(int batch);
   T* relu_output(const LayerPlan& fused) {
@@ -256,8 +256,8 @@ void ResNetPasses<Model, T>::forward(const T* images, int batch, bool training) 
         if (!training || entry.fusion == Fusion::none) model().relu_forward(in.size(), x, y);
         break;
       case LayerKind::max_pool:
-        model().max_pool_forward(l, ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding},
-                                 x, y);
+        model().max_pool_forward(
+            l, kernels::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding}, x, y);
         break;
       case LayerKind::residual_add:
         if (training && entry.fusion == Fusion::bn_add_relu) {
@@ -332,9 +332,8 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
         break;
       case LayerKind::max_pool:
         deliver(route.dx, in.size(), [&](T* dx) {
-          model().max_pool_backward(l, ops::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride,
-                                                        layer.padding},
-                                    dy, dx);
+          model().max_pool_backward(
+              l, kernels::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding}, dy, dx);
         });
         break;
       case LayerKind::residual_add:
@@ -358,4 +357,4 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
   if (marks) pass_marks_(Pass::backward, -1);
 }
 
-}  // namespace train
+}  // namespace train::model

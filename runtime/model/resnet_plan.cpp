@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace train {
+namespace train::model {
 
 int64_t ResNetPlan::gradient_elements() const {
   int64_t total = 0;
@@ -46,9 +46,9 @@ void lay_out_tensors(ResNetPlan& plan) {
   for (size_t i = 0; i < plan.spec.tensors.size(); ++i) {
     const auto& tensor = plan.spec.tensors[i];
     if (tensor.is_parameter()) {
-      const size_t offset = aligned_tensor_offset(plan.parameter_elements);
+      const size_t offset = comm::aligned_tensor_offset(plan.parameter_elements);
       plan.parameters.push_back(ParameterSlot{static_cast<int>(i), offset, tensor.elements()});
-      plan.parameter_elements = aligned_tensor_offset(offset + static_cast<size_t>(tensor.elements()));
+      plan.parameter_elements = comm::aligned_tensor_offset(offset + static_cast<size_t>(tensor.elements()));
     } else if (tensor.role == TensorRole::bn_batches_tracked) {
       plan.buffer_offset[i] = plan.tracked_buffers++;
     } else {
@@ -87,8 +87,8 @@ void plan_layers(ResNetPlan& plan) {
     ActivationShape out = in;
     switch (layer.kind) {
       case LayerKind::conv: {
-        auto shape = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel, layer.stride,
-                                              layer.padding);
+        auto shape = kernels::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
+                                                  layer.stride, layer.padding);
         out = {in.n, shape.out_h(), shape.out_w(), layer.out_channels};
         entry.weight = parameter(layer.name + ".weight");
         break;
@@ -102,7 +102,7 @@ void plan_layers(ResNetPlan& plan) {
         plan.max_bn_channels = std::max(plan.max_bn_channels, in.c);
         break;
       case LayerKind::max_pool: {
-        ops::Pool2dShape pool{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
+        kernels::Pool2dShape pool{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
         out = {in.n, pool.out_h(), pool.out_w(), in.c};
         break;
       }
@@ -341,4 +341,4 @@ void initialize_resnet(const ResNetPlan& plan, uint64_t seed, T* parameters, T* 
 template void initialize_resnet(const ResNetPlan&, uint64_t, float*, float*, int64_t*);
 template void initialize_resnet(const ResNetPlan&, uint64_t, double*, double*, int64_t*);
 
-}  // namespace train
+}  // namespace train::model

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 // PyTorch's BatchNorm2d defaults, as torchvision's ResNet uses them.
 inline constexpr double bn_epsilon = 1e-5;
@@ -102,4 +102,4 @@ ResNetPlan plan_resnet(ResNetSpec spec, int max_batch, int height, int width,
 template <typename T>
 void initialize_resnet(const ResNetPlan& plan, uint64_t seed, T* parameters, T* float_buffers, int64_t* tracked);
 
-}  // namespace train
+}  // namespace train::model

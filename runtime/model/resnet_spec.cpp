@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace train {
+namespace train::model {
 
 int64_t TensorSpec::elements() const {
   int64_t count = 1;
@@ -159,4 +159,4 @@ const char* layer_group_name(int group) {
   return group >= 0 && group < layer_groups ? names[group] : "?";
 }
 
-}  // namespace train
+}  // namespace train::model

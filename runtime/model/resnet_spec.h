@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::model {
 
 enum class TensorRole {
   conv_weight,      // torchvision shape [out, in, kh, kw]; stored OHWI in memory
@@ -67,4 +67,4 @@ struct ResNetSpec {
 // depth: 18, 34, 50, 101 or 152. Throws std::invalid_argument for anything else.
 ResNetSpec build_resnet_spec(int depth, int num_classes);
 
-}  // namespace train
+}  // namespace train::model

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 namespace {
 
@@ -19,10 +19,10 @@ void serve(int leader, int round_trips, MPI_Comm comm, std::chrono::milliseconds
     char ping = 0;
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_CHECK(MPI_Irecv(&ping, 1, MPI_CHAR, leader, ping_tag, comm, &request));
-    wait_bounded(request, timeout, "the timeline's clock alignment (rank 0 waiting for a host's ping)");
+    comm::wait_bounded(request, timeout, "the timeline's clock alignment (rank 0 waiting for a host's ping)");
     const int64_t now = monotonic_ns();
     MPI_CHECK(MPI_Isend(&now, 1, MPI_INT64_T, leader, reply_tag, comm, &request));
-    wait_bounded(request, timeout, "the timeline's clock alignment (rank 0 answering a ping)");
+    comm::wait_bounded(request, timeout, "the timeline's clock alignment (rank 0 answering a ping)");
   }
 }
 
@@ -36,8 +36,8 @@ std::pair<int64_t, int64_t> measure(int round_trips, MPI_Comm comm, std::chrono:
     MPI_CHECK(MPI_Irecv(&theirs, 1, MPI_INT64_T, 0, reply_tag, comm, &requests[1]));
     const int64_t sent = monotonic_ns();
     MPI_CHECK(MPI_Isend(&ping, 1, MPI_CHAR, 0, ping_tag, comm, &requests[0]));
-    wait_bounded(requests[0], timeout, "the timeline's clock alignment (a ping to rank 0)");
-    wait_bounded(requests[1], timeout, "the timeline's clock alignment (rank 0's answer)");
+    comm::wait_bounded(requests[0], timeout, "the timeline's clock alignment (a ping to rank 0)");
+    comm::wait_bounded(requests[1], timeout, "the timeline's clock alignment (rank 0's answer)");
     const int64_t received = monotonic_ns();
     if (received - sent < best_round_trip) {
       best_round_trip = received - sent;
@@ -58,8 +58,8 @@ ClockAlignment align_clocks(const RankIdentity& identity, MPI_Comm comm, std::ch
   // Which ranks lead another host than rank 0's, for rank 0 to serve in turn.
   std::vector<int> leads(size, 0);
   if (leader && identity.rank != 0) leads[static_cast<size_t>(identity.rank)] = 1;
-  bounded_allreduce(leads.data(), identity.size, MPI_INT, MPI_MAX, comm, timeout,
-                    "the timeline's clock alignment (the hosts' first ranks)");
+  comm::bounded_allreduce(leads.data(), identity.size, MPI_INT, MPI_MAX, comm, timeout,
+                          "the timeline's clock alignment (the hosts' first ranks)");
   // [0, size): each leader's offset; [size, 2 size): its uncertainty; [2 size]: the origin.
   std::vector<int64_t> found(2 * size + 1, 0);
   if (identity.rank == 0) {
@@ -72,12 +72,12 @@ ClockAlignment align_clocks(const RankIdentity& identity, MPI_Comm comm, std::ch
     found[static_cast<size_t>(identity.rank)] = offset;
     found[size + static_cast<size_t>(identity.rank)] = uncertainty;
   }
-  bounded_allreduce(found.data(), static_cast<int>(found.size()), MPI_INT64_T, MPI_SUM, comm, timeout,
-                    "the timeline's clock alignment (the hosts' offsets)");
+  comm::bounded_allreduce(found.data(), static_cast<int>(found.size()), MPI_INT64_T, MPI_SUM, comm, timeout,
+                          "the timeline's clock alignment (the hosts' offsets)");
   alignment.clock.offset_ns = found[static_cast<size_t>(alignment.leader)];
   alignment.uncertainty_ns = found[size + static_cast<size_t>(alignment.leader)];
   alignment.clock.origin_ns = found[2 * size];
   return alignment;
 }
 
-}  // namespace train
+}  // namespace train::timeline

@@ -13,7 +13,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace train {
+namespace train::timeline {
 
 struct ClockAlignment {
   TraceClock clock;            // this rank's offset to rank 0's clock, and the job's origin
@@ -25,4 +25,4 @@ struct ClockAlignment {
 ClockAlignment align_clocks(const RankIdentity& identity, MPI_Comm comm, std::chrono::milliseconds timeout,
                             int round_trips = 16);
 
-}  // namespace train
+}  // namespace train::timeline

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace train {
+namespace train::timeline {
 
 namespace {
 
@@ -21,7 +21,7 @@ bool consistent(const StepMarkLayout& layout, const int64_t* m, bool device) {
                  at(Mark::upload_begin) <= 0 || at(Mark::upload_end) < at(Mark::upload_begin))) {
     return false;
   }
-  for (int g = 0; g < layer_groups; ++g) {
+  for (int g = 0; g < model::layer_groups; ++g) {
     const int64_t f = m[layout.forward_group(g)], b = m[layout.backward_group(g)];
     if (f != 0 && (f < at(Mark::forward_begin) || f > at(Mark::forward_end))) return false;
     if (b != 0 && (b < at(Mark::forward_end) || b > at(Mark::backward_end))) return false;
@@ -46,11 +46,11 @@ void group_spans(std::vector<TraceEvent>& events, const char* pass, const int64_
   int64_t begin = 0;
   int group = -1;
   auto close = [&](int64_t end) {
-    if (group >= 0) span(events, fmt::format("{} {}", pass, layer_group_name(group)), TraceCategory::detail,
+    if (group >= 0) span(events, fmt::format("{} {}", pass, model::layer_group_name(group)), TraceCategory::detail,
                          track::compute, begin, end);
   };
-  for (int i = 0; i < layer_groups; ++i) {
-    const int g = backward ? layer_groups - 1 - i : i;
+  for (int i = 0; i < model::layer_groups; ++i) {
+    const int g = backward ? model::layer_groups - 1 - i : i;
     const int64_t mark = m[backward ? layout.backward_group(g) : layout.forward_group(g)];
     if (mark == 0) continue;
     close(mark);
@@ -61,7 +61,7 @@ void group_spans(std::vector<TraceEvent>& events, const char* pass, const int64_
 }
 
 int64_t first_backward_mark(const int64_t* m, const StepMarkLayout& layout) {
-  for (int g = layer_groups - 1; g >= 0; --g) {
+  for (int g = model::layer_groups - 1; g >= 0; --g) {
     if (m[layout.backward_group(g)] != 0) return m[layout.backward_group(g)];
   }
   return m[layout.at(Mark::forward_end)];
@@ -127,4 +127,4 @@ void append_step_events(const RecordedSteps& recorded, int64_t first_step, std::
   }
 }
 
-}  // namespace train
+}  // namespace train::timeline

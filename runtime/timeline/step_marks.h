@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 // The fixed marks of a step, in the order the compute meets them (the GPU's upload marks are on its copy
 // stream).
@@ -35,11 +35,11 @@ inline constexpr size_t fixed_marks = 8;
 // and in backward, each bucket's reduction's start and end.
 struct StepMarkLayout {
   size_t buckets = 0;
-  size_t per_step() const { return fixed_marks + 2 * layer_groups + 2 * buckets; }
+  size_t per_step() const { return fixed_marks + 2 * model::layer_groups + 2 * buckets; }
   size_t at(Mark mark) const { return static_cast<size_t>(mark); }
   size_t forward_group(int group) const { return fixed_marks + static_cast<size_t>(group); }
-  size_t backward_group(int group) const { return fixed_marks + layer_groups + static_cast<size_t>(group); }
-  size_t bucket_start(size_t bucket) const { return fixed_marks + 2 * layer_groups + 2 * bucket; }
+  size_t backward_group(int group) const { return fixed_marks + model::layer_groups + static_cast<size_t>(group); }
+  size_t bucket_start(size_t bucket) const { return fixed_marks + 2 * model::layer_groups + 2 * bucket; }
   size_t bucket_end(size_t bucket) const { return bucket_start(bucket) + 1; }
 };
 
@@ -104,4 +104,4 @@ std::vector<int64_t> device_times_on_host(const std::vector<int64_t>& device, co
 void append_step_events(const RecordedSteps& recorded, int64_t first_step, std::vector<TraceEvent>& events,
                         size_t* skipped);
 
-}  // namespace train
+}  // namespace train::timeline

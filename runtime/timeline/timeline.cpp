@@ -14,7 +14,7 @@
 #include <atomic>
 #include <mutex>
 
-namespace train {
+namespace train::timeline {
 
 // The loader's pieces of work while the timeline records (runtime/data/loader_timing.h).
 class LoaderRecorder final : public data::LoaderObserver {
@@ -227,8 +227,9 @@ void Timeline::finish(Engine& engine) {
              identity_.rank, skipped, dropped_, max_timeline_events);
   }
 
-  const std::vector<std::string> summaries = gather_texts(mine.dump(), comm_, timeout_, "the timeline's summaries");
-  const std::vector<std::string> parts = gather_texts(part, comm_, timeout_, "the timeline's events");
+  const std::vector<std::string> summaries =
+      comm::gather_texts(mine.dump(), comm_, timeout_, "the timeline's summaries");
+  const std::vector<std::string> parts = comm::gather_texts(part, comm_, timeout_, "the timeline's events");
   if (identity_.rank != 0) return;
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& text : summaries) ranks.push_back(nlohmann::json::parse(text));
@@ -259,4 +260,4 @@ TimelineSpan::~TimelineSpan() {
   if (timeline_ != nullptr) timeline_->host_span(name_, category_, begin_, monotonic_ns());
 }
 
-}  // namespace train
+}  // namespace train::timeline

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 inline constexpr size_t max_timeline_events = 250000;
 
@@ -107,4 +107,4 @@ class TimelineSpan {
   int64_t begin_ = 0;
 };
 
-}  // namespace train
+}  // namespace train::timeline

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace train {
+namespace train::timeline {
 
 namespace {
 
@@ -85,4 +85,4 @@ std::string format_summary_line(int rank, const std::string& host, const std::st
                      100 * summary.share(summary.other_seconds()));
 }
 
-}  // namespace train
+}  // namespace train::timeline

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 struct TimelineSummary {
   int64_t steps = 0;
@@ -35,4 +35,4 @@ TimelineSummary summarize_timeline(const std::vector<TraceEvent>& events);
 std::string format_summary_line(int rank, const std::string& host, const std::string& steps,
                                 const TimelineSummary& summary);
 
-}  // namespace train
+}  // namespace train::timeline

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace train {
+namespace train::timeline {
 
 const char* category_name(TraceCategory category) {
   switch (category) {
@@ -30,4 +30,4 @@ std::string track_name(int track, bool device) {
   return fmt::format("track {}", track);
 }
 
-}  // namespace train
+}  // namespace train::timeline

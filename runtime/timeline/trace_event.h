@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 enum class TraceCategory {
   step,                   // one training step, the summary's unit (CPU: the trainer's; GPU: the compute stream's)
@@ -42,4 +42,4 @@ struct TraceEvent {
   int64_t duration_ns() const { return end_ns - begin_ns; }
 };
 
-}  // namespace train
+}  // namespace train::timeline

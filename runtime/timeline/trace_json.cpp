@@ -4,7 +4,7 @@
 
 #include <set>
 
-namespace train {
+namespace train::timeline {
 
 namespace {
 
@@ -76,4 +76,4 @@ std::string trace_document(const std::vector<std::string>& parts, const nlohmann
   return out;
 }
 
-}  // namespace train
+}  // namespace train::timeline

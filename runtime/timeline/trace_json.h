@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace train::timeline {
 
 struct TraceClock {
   int64_t offset_ns = 0;  // added to this rank's monotonic time gives rank 0's
@@ -28,4 +28,4 @@ std::string trace_events_json(const std::vector<TraceEvent>& events, int rank, c
 // the trace's metadata).
 std::string trace_document(const std::vector<std::string>& parts, const nlohmann::json& other_data);
 
-}  // namespace train
+}  // namespace train::timeline

@@ -22,12 +22,12 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const double threshold_mb = argc > 1 ? std::atof(argv[1]) : 25.0;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
-  auto spec = build_resnet_spec(50, 1000);
+  auto spec = model::build_resnet_spec(50, 1000);
   std::vector<size_t> sizes;
   for (const auto& tensor : spec.tensors) {
     if (tensor.is_parameter()) sizes.push_back(static_cast<size_t>(tensor.elements()));
   }
-  auto plan = plan_buckets(sizes, static_cast<size_t>(threshold_mb * 1024 * 1024), 1 << 20, sizeof(float));
+  auto plan = comm::plan_buckets(sizes, static_cast<size_t>(threshold_mb * 1024 * 1024), 1 << 20, sizeof(float));
   std::vector<float> gradients(plan.total_elements, 1.0f);
   const double bytes = static_cast<double>(plan.total_elements) * sizeof(float);
 

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]);
   if (argc == 5) repeats = std::atoi(argv[4]);
-  const ResNetSpec spec = build_resnet_spec(depth, 1000);
+  const model::ResNetSpec spec = model::build_resnet_spec(depth, 1000);
   std::mt19937 generator(1);
 
   std::vector<Shape> shapes(static_cast<std::size_t>(spec.activation_count));
@@ -73,28 +73,30 @@ int main(int argc, char** argv) {
   std::vector<std::pair<double, std::string>> by_layer;  // seconds per step, "layer name kind"
   std::vector<std::int32_t> labels(static_cast<std::size_t>(batch), 0);
 
-  auto record = [&](const LayerSpec& layer, const std::string& kind, double seconds) {
+  auto record = [&](const model::LayerSpec& layer, const std::string& kind, double seconds) {
     by_kind[kind] += seconds;
     by_layer.emplace_back(seconds, layer.name + " " + kind);
   };
-  for (const LayerSpec& layer : spec.layers) {
+  for (const model::LayerSpec& layer : spec.layers) {
     const Shape in = shapes[static_cast<std::size_t>(layer.input)];
     Shape out = in;
     const float* x = values[static_cast<std::size_t>(layer.input)].data();
     std::vector<float> dx(static_cast<std::size_t>(in.size()));
     switch (layer.kind) {
-      case LayerKind::conv: {
-        const auto s = ops::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
-                                                layer.stride, layer.padding);
+      case model::LayerKind::conv: {
+        const auto s = kernels::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
+                                                    layer.stride, layer.padding);
         out = {in.n, s.out_h(), s.out_w(), layer.out_channels};
         const auto w = random_values(s.w_size(), generator);
         std::vector<float> y(static_cast<std::size_t>(out.size())), dw(w.size());
         const auto dy = random_values(out.size(), generator);
         double forward = 0, input = 0, weight = 0;
         {
-          forward += seconds_of([&] { ops::conv2d_forward(s, x, w.data(), y.data()); });
-          if (layer.input != 0) input += seconds_of([&] { ops::conv2d_backward_input(s, dy.data(), w.data(), dx.data()); });
-          weight += seconds_of([&] { ops::conv2d_backward_weight(s, x, dy.data(), dw.data()); });
+          forward += seconds_of([&] { kernels::conv2d_forward(s, x, w.data(), y.data()); });
+          if (layer.input != 0) {
+            input += seconds_of([&] { kernels::conv2d_backward_input(s, dy.data(), w.data(), dx.data()); });
+          }
+          weight += seconds_of([&] { kernels::conv2d_backward_weight(s, x, dy.data(), dw.data()); });
         }
         const std::string geometry = fmt::format("conv{}x{}/{}", layer.kernel, layer.kernel, layer.stride);
         record(layer, geometry + " forward", forward);
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::batch_norm: {
+      case model::LayerKind::batch_norm: {
         const std::int64_t rows = std::int64_t{in.n} * in.h * in.w;
         std::vector<float> gamma(static_cast<std::size_t>(in.c), 1.0f), beta(gamma.size(), 0.0f);
         std::vector<float> running_mean(gamma.size(), 0.0f), running_var(gamma.size(), 1.0f), mean(gamma.size()),
@@ -113,12 +115,13 @@ int main(int argc, char** argv) {
         double forward = 0, backward = 0;
         {
           forward += seconds_of([&] {
-            ops::batch_norm_forward_train(rows, in.c, x, gamma.data(), beta.data(), 1e-5f, 0.1f, running_mean.data(),
-                                          running_var.data(), y.data(), mean.data(), invstd.data());
+            kernels::batch_norm_forward_train(rows, in.c, x, gamma.data(), beta.data(), 1e-5f, 0.1f,
+                                              running_mean.data(), running_var.data(), y.data(), mean.data(),
+                                              invstd.data());
           });
           backward += seconds_of([&] {
-            ops::batch_norm_backward(rows, in.c, x, dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
-                                     dgamma.data(), dbeta.data());
+            kernels::batch_norm_backward(rows, in.c, x, dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
+                                         dgamma.data(), dbeta.data());
           });
         }
         record(layer, "batch norm forward", forward);
@@ -126,45 +129,45 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::relu: {
+      case model::LayerKind::relu: {
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const auto dy = random_values(in.size(), generator);
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::relu_forward(in.size(), x, y.data()); });
-          backward += seconds_of([&] { ops::relu_backward(in.size(), y.data(), dy.data(), dx.data()); });
+          forward += seconds_of([&] { kernels::relu_forward(in.size(), x, y.data()); });
+          backward += seconds_of([&] { kernels::relu_backward(in.size(), y.data(), dy.data(), dx.data()); });
         }
         record(layer, "relu forward", forward);
         record(layer, "relu backward", backward);
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::max_pool: {
-        const ops::Pool2dShape s{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
+      case model::LayerKind::max_pool: {
+        const kernels::Pool2dShape s{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding};
         out = {in.n, s.out_h(), s.out_w(), in.c};
         std::vector<float> y(static_cast<std::size_t>(out.size()));
         std::vector<std::int32_t> argmax(y.size());
         const auto dy = random_values(out.size(), generator);
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::max_pool_forward(s, x, y.data(), argmax.data()); });
-          backward += seconds_of([&] { ops::max_pool_backward(s, dy.data(), argmax.data(), dx.data()); });
+          forward += seconds_of([&] { kernels::max_pool_forward(s, x, y.data(), argmax.data()); });
+          backward += seconds_of([&] { kernels::max_pool_backward(s, dy.data(), argmax.data(), dx.data()); });
         }
         record(layer, "max pool forward", forward);
         record(layer, "max pool backward", backward);
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::residual_add: {
+      case model::LayerKind::residual_add: {
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const float* b = values[static_cast<std::size_t>(layer.input_b)].data();
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::add(in.size(), x, b, y.data()); });
+          forward += seconds_of([&] { kernels::add(in.size(), x, b, y.data()); });
           // backward: the shortcut's gradient is copied and later summed with the branch's at the fork
           backward += seconds_of([&] {
             std::copy(y.begin(), y.end(), dx.begin());
-            ops::add(in.size(), dx.data(), y.data(), dx.data());
+            kernels::add(in.size(), dx.data(), y.data(), dx.data());
           });
         }
         record(layer, "add forward", forward);
@@ -172,20 +175,21 @@ int main(int argc, char** argv) {
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::global_avg_pool: {
+      case model::LayerKind::global_avg_pool: {
         out = {in.n, 1, 1, in.c};
         std::vector<float> y(static_cast<std::size_t>(out.size()));
         double forward = 0, backward = 0;
         {
-          forward += seconds_of([&] { ops::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y.data()); });
-          backward += seconds_of([&] { ops::global_avg_pool_backward(in.n, in.h * in.w, in.c, y.data(), dx.data()); });
+          forward += seconds_of([&] { kernels::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y.data()); });
+          backward +=
+              seconds_of([&] { kernels::global_avg_pool_backward(in.n, in.h * in.w, in.c, y.data(), dx.data()); });
         }
         record(layer, "avg pool forward", forward);
         record(layer, "avg pool backward", backward);
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
-      case LayerKind::fully_connected: {
+      case model::LayerKind::fully_connected: {
         out = {in.n, 1, 1, layer.out_channels};
         const auto w = random_values(std::int64_t{layer.out_channels} * in.c, generator);
         std::vector<float> b(static_cast<std::size_t>(layer.out_channels), 0.0f), y(static_cast<std::size_t>(out.size()));
@@ -193,12 +197,12 @@ int main(int argc, char** argv) {
         double forward = 0, backward = 0;
         {
           forward += seconds_of([&] {
-            ops::fully_connected_forward(in.n, in.c, layer.out_channels, x, w.data(), b.data(), y.data());
-            ops::softmax_cross_entropy(in.n, layer.out_channels, y.data(), labels.data(), 0.0f, dy.data());
+            kernels::fully_connected_forward(in.n, in.c, layer.out_channels, x, w.data(), b.data(), y.data());
+            kernels::softmax_cross_entropy(in.n, layer.out_channels, y.data(), labels.data(), 0.0f, dy.data());
           });
           backward += seconds_of([&] {
-            ops::fully_connected_backward(in.n, in.c, layer.out_channels, x, w.data(), dy.data(), dx.data(),
-                                          dw.data(), db.data());
+            kernels::fully_connected_backward(in.n, in.c, layer.out_channels, x, w.data(), dy.data(), dx.data(),
+                                              dw.data(), db.data());
           });
         }
         record(layer, "fc + loss forward", forward);

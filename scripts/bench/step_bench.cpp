@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
   }
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   const int classes = 1000;
-  ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), batch, size, size);
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(depth, classes), batch, size, size);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(1);
   std::mt19937 generator(1);
   std::normal_distribution<float> normal;
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   for (auto& value : images) value = normal(generator);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (auto& label : labels) label = static_cast<int32_t>(generator() % classes);
-  ops::SgdOptions options;
+  kernels::SgdOptions options;
   options.lr = 0.01;
   options.weight_decay = 1e-4;
   auto step = [&] {

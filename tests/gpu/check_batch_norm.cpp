@@ -47,15 +47,15 @@ void check_shape(Checks& c, const std::string& name, std::int64_t rows, int chan
     std::vector<float> y_ref(count), mean_ref(cn), invstd_ref(cn), rm_ref = running_mean0, rv_ref = running_var0;
     const float* sc = v == Variant::add_relu ? shortcut.data() : nullptr;
     if (v == Variant::plain) {
-      ops::batch_norm_forward_train<float>(rows, channels, x.data(), gamma.data(), beta.data(), eps, momentum,
-                                           rm_ref.data(), rv_ref.data(), y_ref.data(), mean_ref.data(),
-                                           invstd_ref.data());
+      kernels::batch_norm_forward_train<float>(rows, channels, x.data(), gamma.data(), beta.data(), eps, momentum,
+                                               rm_ref.data(), rv_ref.data(), y_ref.data(), mean_ref.data(),
+                                               invstd_ref.data());
       save_mean = mean_ref;
       save_invstd = invstd_ref;
     } else {
-      ops::batch_norm_relu_forward_train<float>(rows, channels, x.data(), sc, gamma.data(), beta.data(), eps,
-                                                momentum, rm_ref.data(), rv_ref.data(), y_ref.data(), mean_ref.data(),
-                                                invstd_ref.data());
+      kernels::batch_norm_relu_forward_train<float>(rows, channels, x.data(), sc, gamma.data(), beta.data(), eps,
+                                                    momentum, rm_ref.data(), rv_ref.data(), y_ref.data(),
+                                                    mean_ref.data(), invstd_ref.data());
       if (v == Variant::relu) y_relu = y_ref;
     }
     DeviceBuffer<T> y(count);
@@ -65,13 +65,13 @@ void check_shape(Checks& c, const std::string& name, std::int64_t rows, int chan
     invstd.poison();
     auto call = [&] {
       if (v == Variant::plain) {
-        ops::cuda::batch_norm_forward_train<T>(c.context, rows, channels, d_x.get(), d_gamma.get(), d_beta.get(), eps,
-                                               momentum, rm.get(), rv.get(), y.get(), mean.get(), invstd.get());
+        kernels::cuda::batch_norm_forward_train<T>(c.context, rows, channels, d_x.get(), d_gamma.get(), d_beta.get(),
+                                                   eps, momentum, rm.get(), rv.get(), y.get(), mean.get(),
+                                                   invstd.get());
       } else {
-        ops::cuda::batch_norm_relu_forward_train<T>(c.context, rows, channels, d_x.get(),
-                                                    v == Variant::add_relu ? d_shortcut.get() : nullptr,
-                                                    d_gamma.get(), d_beta.get(), eps, momentum, rm.get(), rv.get(),
-                                                    y.get(), mean.get(), invstd.get());
+        kernels::cuda::batch_norm_relu_forward_train<T>(
+            c.context, rows, channels, d_x.get(), v == Variant::add_relu ? d_shortcut.get() : nullptr, d_gamma.get(),
+            d_beta.get(), eps, momentum, rm.get(), rv.get(), y.get(), mean.get(), invstd.get());
       }
     };
     c.report.run(forward_name(v), shape, dtype, tol, [&] {
@@ -114,23 +114,23 @@ void check_shape(Checks& c, const std::string& name, std::int64_t rows, int chan
   for (const bool masked : {false, true}) {
     std::vector<float> dx_ref(count), dgamma_ref(cn), dbeta_ref(cn);
     if (masked) {
-      ops::batch_norm_relu_backward<float>(rows, channels, x.data(), y_relu_t.data(), dy.data(), gamma.data(),
-                                           save_mean.data(), save_invstd.data(), dx_ref.data(), dgamma_ref.data(),
-                                           dbeta_ref.data());
+      kernels::batch_norm_relu_backward<float>(rows, channels, x.data(), y_relu_t.data(), dy.data(), gamma.data(),
+                                               save_mean.data(), save_invstd.data(), dx_ref.data(), dgamma_ref.data(),
+                                               dbeta_ref.data());
     } else {
-      ops::batch_norm_backward<float>(rows, channels, x.data(), dy.data(), gamma.data(), save_mean.data(),
-                                      save_invstd.data(), dx_ref.data(), dgamma_ref.data(), dbeta_ref.data());
+      kernels::batch_norm_backward<float>(rows, channels, x.data(), dy.data(), gamma.data(), save_mean.data(),
+                                          save_invstd.data(), dx_ref.data(), dgamma_ref.data(), dbeta_ref.data());
     }
     DeviceBuffer<T> dx(count);
     DeviceBuffer<float> dgamma(cn), dbeta(cn);
     auto call = [&] {
       if (masked) {
-        ops::cuda::batch_norm_relu_backward<T>(c.context, rows, channels, d_x.get(), d_y_relu.get(), d_dy.get(),
-                                               d_gamma.get(), d_mean.get(), d_invstd.get(), dx.get(), dgamma.get(),
-                                               dbeta.get());
+        kernels::cuda::batch_norm_relu_backward<T>(c.context, rows, channels, d_x.get(), d_y_relu.get(), d_dy.get(),
+                                                   d_gamma.get(), d_mean.get(), d_invstd.get(), dx.get(), dgamma.get(),
+                                                   dbeta.get());
       } else {
-        ops::cuda::batch_norm_backward<T>(c.context, rows, channels, d_x.get(), d_dy.get(), d_gamma.get(),
-                                          d_mean.get(), d_invstd.get(), dx.get(), dgamma.get(), dbeta.get());
+        kernels::cuda::batch_norm_backward<T>(c.context, rows, channels, d_x.get(), d_dy.get(), d_gamma.get(),
+                                              d_mean.get(), d_invstd.get(), dx.get(), dgamma.get(), dbeta.get());
       }
     };
     auto poison = [&] {
@@ -163,12 +163,12 @@ void check_shape(Checks& c, const std::string& name, std::int64_t rows, int chan
   // Backward with dx aliasing dy (allowed by the contract).
   c.report.run("batch_norm_backward (dx = dy)", shape, dtype, tol, [&] {
     std::vector<float> dx_ref(count), dgamma_ref(cn), dbeta_ref(cn);
-    ops::batch_norm_backward<float>(rows, channels, x.data(), dy.data(), gamma.data(), save_mean.data(),
-                                    save_invstd.data(), dx_ref.data(), dgamma_ref.data(), dbeta_ref.data());
+    kernels::batch_norm_backward<float>(rows, channels, x.data(), dy.data(), gamma.data(), save_mean.data(),
+                                        save_invstd.data(), dx_ref.data(), dgamma_ref.data(), dbeta_ref.data());
     DeviceBuffer<T> inout(count, dy);
     DeviceBuffer<float> dgamma(cn), dbeta(cn);
-    ops::cuda::batch_norm_backward<T>(c.context, rows, channels, d_x.get(), inout.get(), d_gamma.get(), d_mean.get(),
-                                      d_invstd.get(), inout.get(), dgamma.get(), dbeta.get());
+    kernels::cuda::batch_norm_backward<T>(c.context, rows, channels, d_x.get(), inout.get(), d_gamma.get(),
+                                          d_mean.get(), d_invstd.get(), inout.get(), dgamma.get(), dbeta.get());
     CheckResult r{relative_error(inout.download(), dx_ref)};
     r.microseconds = -1.0;
     return r;
@@ -177,14 +177,14 @@ void check_shape(Checks& c, const std::string& name, std::int64_t rows, int chan
   // Inference mode.
   c.report.run("batch_norm_forward_inference", shape, dtype, tol, [&] {
     std::vector<float> ref(count);
-    ops::batch_norm_forward_inference<float>(rows, channels, x.data(), gamma.data(), beta.data(), running_mean0.data(),
-                                             running_var0.data(), eps, ref.data());
+    kernels::batch_norm_forward_inference<float>(rows, channels, x.data(), gamma.data(), beta.data(),
+                                                 running_mean0.data(), running_var0.data(), eps, ref.data());
     DeviceBuffer<T> y(count);
     DeviceBuffer<float> rm(cn, running_mean0), rv(cn, running_var0);
     y.poison();
     auto call = [&] {
-      ops::cuda::batch_norm_forward_inference<T>(c.context, rows, channels, d_x.get(), d_gamma.get(), d_beta.get(),
-                                                 rm.get(), rv.get(), eps, y.get());
+      kernels::cuda::batch_norm_forward_inference<T>(c.context, rows, channels, d_x.get(), d_gamma.get(), d_beta.get(),
+                                                     rm.get(), rv.get(), eps, y.get());
     };
     call();
     CheckResult r{relative_error(y.download(), ref)};

@@ -11,14 +11,14 @@
 namespace train::gpu_check {
 namespace {
 
-std::string describe(const ops::Conv2dShape& s) {
+std::string describe(const kernels::Conv2dShape& s) {
   return std::to_string(s.n) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) + "x" + std::to_string(s.in_c) +
          " k" + std::to_string(s.kernel_h) + "x" + std::to_string(s.kernel_w) + "/" + std::to_string(s.stride_h) +
          " p" + std::to_string(s.pad_h) + " ->" + std::to_string(s.out_c);
 }
 
 template <typename T>
-void check_shape(Checks& c, const std::string& name, const ops::Conv2dShape& s) {
+void check_shape(Checks& c, const std::string& name, const kernels::Conv2dShape& s) {
   const std::string shape = name + " " + describe(s);
   const char* dtype = Element<T>::name;
   const double tol = std::is_same_v<T, float> ? kTolFp32Product : kTolBf16;
@@ -31,10 +31,10 @@ void check_shape(Checks& c, const std::string& name, const ops::Conv2dShape& s) 
 
   c.report.run("conv2d_forward", shape, dtype, tol, [&] {
     std::vector<float> ref(s.y_size());
-    ops::conv2d_forward<float>(s, x.data(), w.data(), ref.data());
+    kernels::conv2d_forward<float>(s, x.data(), w.data(), ref.data());
     DeviceBuffer<T> y(s.y_size());
     y.poison();
-    auto call = [&] { ops::cuda::conv2d_forward<T>(c.context, s, dx_device.get(), dw_device.get(), y.get()); };
+    auto call = [&] { kernels::cuda::conv2d_forward<T>(c.context, s, dx_device.get(), dw_device.get(), y.get()); };
     call();
     CheckResult r{relative_error(y.download(), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -43,10 +43,10 @@ void check_shape(Checks& c, const std::string& name, const ops::Conv2dShape& s) 
 
   c.report.run("conv2d_backward_input", shape, dtype, tol, [&] {
     std::vector<float> ref(s.x_size());
-    ops::conv2d_backward_input<float>(s, dy.data(), w.data(), ref.data());
+    kernels::conv2d_backward_input<float>(s, dy.data(), w.data(), ref.data());
     DeviceBuffer<T> dx(s.x_size());
     dx.poison();
-    auto call = [&] { ops::cuda::conv2d_backward_input<T>(c.context, s, ddy.get(), dw_device.get(), dx.get()); };
+    auto call = [&] { kernels::cuda::conv2d_backward_input<T>(c.context, s, ddy.get(), dw_device.get(), dx.get()); };
     call();
     CheckResult r{relative_error(dx.download(), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -55,10 +55,10 @@ void check_shape(Checks& c, const std::string& name, const ops::Conv2dShape& s) 
 
   c.report.run("conv2d_backward_weight", shape, dtype, tol, [&] {
     std::vector<float> ref(s.w_size());
-    ops::conv2d_backward_weight<float>(s, x.data(), dy.data(), ref.data());
+    kernels::conv2d_backward_weight<float>(s, x.data(), dy.data(), ref.data());
     DeviceBuffer<T> dw(s.w_size());
     dw.poison();
-    auto call = [&] { ops::cuda::conv2d_backward_weight<T>(c.context, s, dx_device.get(), ddy.get(), dw.get()); };
+    auto call = [&] { kernels::cuda::conv2d_backward_weight<T>(c.context, s, dx_device.get(), ddy.get(), dw.get()); };
     call();
     const auto first = dw.raw();
     CheckResult r{relative_error(dw.download(), ref)};
@@ -75,7 +75,7 @@ void check_shape(Checks& c, const std::string& name, const ops::Conv2dShape& s) 
 }  // namespace
 
 void check_convolutions(Checks& c) {
-  using ops::Conv2dShape;
+  using kernels::Conv2dShape;
   struct Case {
     const char* name;
     Conv2dShape shape;

@@ -30,10 +30,10 @@ void check_elementwise(Checks& c, const std::string& name, std::int64_t count, i
 
   c.report.run("relu_forward", shape, dtype, tol, [&] {
     std::vector<float> ref(n);
-    ops::relu_forward<float>(count, a.data(), ref.data());
+    kernels::relu_forward<float>(count, a.data(), ref.data());
     DeviceBuffer<T> y(padded);
     y.poison();
-    auto call = [&] { ops::cuda::relu_forward<T>(c.context, count, da.get() + offset, y.get() + offset); };
+    auto call = [&] { kernels::cuda::relu_forward<T>(c.context, count, da.get() + offset, y.get() + offset); };
     call();
     CheckResult r{relative_error(without_offset(y.download()), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -43,12 +43,12 @@ void check_elementwise(Checks& c, const std::string& name, std::int64_t count, i
   c.report.run("relu_backward", shape, dtype, tol, [&] {
     // y = relu(a) as the mask, dy = b.
     std::vector<float> y(n), ref(n);
-    ops::relu_forward<float>(count, a.data(), y.data());
-    ops::relu_backward<float>(count, y.data(), b.data(), ref.data());
+    kernels::relu_forward<float>(count, a.data(), y.data());
+    kernels::relu_backward<float>(count, y.data(), b.data(), ref.data());
     DeviceBuffer<T> dy_mask(padded, with_offset(y)), dx(padded);
     dx.poison();
     auto call = [&] {
-      ops::cuda::relu_backward<T>(c.context, count, dy_mask.get() + offset, db.get() + offset, dx.get() + offset);
+      kernels::cuda::relu_backward<T>(c.context, count, dy_mask.get() + offset, db.get() + offset, dx.get() + offset);
     };
     call();
     CheckResult r{relative_error(without_offset(dx.download()), ref)};
@@ -58,10 +58,12 @@ void check_elementwise(Checks& c, const std::string& name, std::int64_t count, i
 
   c.report.run("add", shape, dtype, tol, [&] {
     std::vector<float> ref(n);
-    ops::add<float>(count, a.data(), b.data(), ref.data());
+    kernels::add<float>(count, a.data(), b.data(), ref.data());
     DeviceBuffer<T> y(padded);
     y.poison();
-    auto call = [&] { ops::cuda::add<T>(c.context, count, da.get() + offset, db.get() + offset, y.get() + offset); };
+    auto call = [&] {
+      kernels::cuda::add<T>(c.context, count, da.get() + offset, db.get() + offset, y.get() + offset);
+    };
     call();
     CheckResult r{relative_error(without_offset(y.download()), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -70,9 +72,9 @@ void check_elementwise(Checks& c, const std::string& name, std::int64_t count, i
 
   c.report.run("add (y = a, in place)", shape, dtype, tol, [&] {
     std::vector<float> ref(n);
-    ops::add<float>(count, a.data(), b.data(), ref.data());
+    kernels::add<float>(count, a.data(), b.data(), ref.data());
     DeviceBuffer<T> inout(padded, with_offset(a));
-    ops::cuda::add<T>(c.context, count, inout.get() + offset, db.get() + offset, inout.get() + offset);
+    kernels::cuda::add<T>(c.context, count, inout.get() + offset, db.get() + offset, inout.get() + offset);
     CheckResult r{relative_error(without_offset(inout.download()), ref)};
     r.microseconds = -1.0;
     return r;
@@ -86,7 +88,7 @@ void check_casts(Checks& c) {
     DeviceBuffer<float> x(count, values);
     DeviceBuffer<bf16> y(count);
     y.poison();
-    auto call = [&] { ops::cuda::cast<float, bf16>(c.context, count, x.get(), y.get()); };
+    auto call = [&] { kernels::cuda::cast<float, bf16>(c.context, count, x.get(), y.get()); };
     call();
     // Round to nearest even on both sides: exact agreement expected.
     CheckResult r{relative_error(y.download(), representable<bf16>(values))};
@@ -98,7 +100,7 @@ void check_casts(Checks& c) {
     DeviceBuffer<bf16> x(count, exact);
     DeviceBuffer<float> y(count);
     y.poison();
-    auto call = [&] { ops::cuda::cast<bf16, float>(c.context, count, x.get(), y.get()); };
+    auto call = [&] { kernels::cuda::cast<bf16, float>(c.context, count, x.get(), y.get()); };
     call();
     CheckResult r{relative_error(y.download(), exact)};
     r.microseconds = microseconds_per_call(c.context.stream(), call);
@@ -107,7 +109,7 @@ void check_casts(Checks& c) {
 }
 
 template <typename T>
-void check_max_pool(Checks& c, const std::string& name, const ops::Pool2dShape& s) {
+void check_max_pool(Checks& c, const std::string& name, const kernels::Pool2dShape& s) {
   const std::string shape = name + " " + std::to_string(s.n) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) +
                             "x" + std::to_string(s.c) + " k" + std::to_string(s.kernel) + "/" +
                             std::to_string(s.stride) + " p" + std::to_string(s.pad);
@@ -118,7 +120,7 @@ void check_max_pool(Checks& c, const std::string& name, const ops::Pool2dShape& 
   const auto dy = representable<T>(c.random.normal(yn, 0.0f, 1.0f));
   std::vector<float> y_ref(yn);
   std::vector<std::int32_t> argmax_ref(yn);
-  ops::max_pool_forward<float>(s, x.data(), y_ref.data(), argmax_ref.data());
+  kernels::max_pool_forward<float>(s, x.data(), y_ref.data(), argmax_ref.data());
   DeviceBuffer<T> dx_in(xn, x), ddy(yn, dy);
   DeviceBuffer<std::int32_t> argmax(yn);
   cudaStream_t stream = c.context.stream();
@@ -127,7 +129,7 @@ void check_max_pool(Checks& c, const std::string& name, const ops::Pool2dShape& 
     DeviceBuffer<T> y(yn);
     y.poison();
     argmax.poison();
-    auto call = [&] { ops::cuda::max_pool_forward<T>(c.context, s, dx_in.get(), y.get(), argmax.get()); };
+    auto call = [&] { kernels::cuda::max_pool_forward<T>(c.context, s, dx_in.get(), y.get(), argmax.get()); };
     call();
     CheckResult r{relative_error(y.download(), y_ref)};
     // The winners must be the very same elements (ties included: first in window order on both sides).
@@ -147,10 +149,10 @@ void check_max_pool(Checks& c, const std::string& name, const ops::Pool2dShape& 
     std::vector<float> argmax_values(argmax_ref.begin(), argmax_ref.end());
     argmax.upload(argmax_values);
     std::vector<float> ref(xn);
-    ops::max_pool_backward<float>(s, dy.data(), argmax_ref.data(), ref.data());
+    kernels::max_pool_backward<float>(s, dy.data(), argmax_ref.data(), ref.data());
     DeviceBuffer<T> dx(xn);
     dx.poison();
-    auto call = [&] { ops::cuda::max_pool_backward<T>(c.context, s, ddy.get(), argmax.get(), dx.get()); };
+    auto call = [&] { kernels::cuda::max_pool_backward<T>(c.context, s, ddy.get(), argmax.get(), dx.get()); };
     call();
     CheckResult r{relative_error(dx.download(), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -171,10 +173,10 @@ void check_avg_pool(Checks& c, const std::string& name, int n, int hw, int ch) {
 
   c.report.run("global_avg_pool_forward", shape, dtype, tol, [&] {
     std::vector<float> ref(yn);
-    ops::global_avg_pool_forward<float>(n, hw, ch, x.data(), ref.data());
+    kernels::global_avg_pool_forward<float>(n, hw, ch, x.data(), ref.data());
     DeviceBuffer<T> y(yn);
     y.poison();
-    auto call = [&] { ops::cuda::global_avg_pool_forward<T>(c.context, n, hw, ch, dx_in.get(), y.get()); };
+    auto call = [&] { kernels::cuda::global_avg_pool_forward<T>(c.context, n, hw, ch, dx_in.get(), y.get()); };
     call();
     CheckResult r{relative_error(y.download(), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -183,10 +185,10 @@ void check_avg_pool(Checks& c, const std::string& name, int n, int hw, int ch) {
 
   c.report.run("global_avg_pool_backward", shape, dtype, tol, [&] {
     std::vector<float> ref(xn);
-    ops::global_avg_pool_backward<float>(n, hw, ch, dy.data(), ref.data());
+    kernels::global_avg_pool_backward<float>(n, hw, ch, dy.data(), ref.data());
     DeviceBuffer<T> dx(xn);
     dx.poison();
-    auto call = [&] { ops::cuda::global_avg_pool_backward<T>(c.context, n, hw, ch, ddy.get(), dx.get()); };
+    auto call = [&] { kernels::cuda::global_avg_pool_backward<T>(c.context, n, hw, ch, ddy.get(), dx.get()); };
     call();
     CheckResult r{relative_error(dx.download(), ref)};
     r.microseconds = microseconds_per_call(stream, call);
@@ -199,9 +201,9 @@ void check_all(Checks& c) {
   check_elementwise<T>(c, "stem 4x112x112x64", std::int64_t{4} * 112 * 112 * 64, 0);
   check_elementwise<T>(c, "odd", 1001, 0);
   check_elementwise<T>(c, "misaligned", 4096, 1);
-  check_max_pool<T>(c, "stem maxpool", ops::Pool2dShape{4, 112, 112, 64, 3, 2, 1});
-  check_max_pool<T>(c, "odd", ops::Pool2dShape{3, 9, 11, 5, 3, 2, 1});
-  check_max_pool<T>(c, "k2/2 no pad", ops::Pool2dShape{2, 8, 8, 16, 2, 2, 0});
+  check_max_pool<T>(c, "stem maxpool", kernels::Pool2dShape{4, 112, 112, 64, 3, 2, 1});
+  check_max_pool<T>(c, "odd", kernels::Pool2dShape{3, 9, 11, 5, 3, 2, 1});
+  check_max_pool<T>(c, "k2/2 no pad", kernels::Pool2dShape{2, 8, 8, 16, 2, 2, 0});
   check_avg_pool<T>(c, "head 8x7x7x2048", 8, 49, 2048);
   check_avg_pool<T>(c, "odd", 3, 35, 5);
 }

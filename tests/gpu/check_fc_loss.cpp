@@ -29,12 +29,12 @@ void check_fc(Checks& c, const std::string& name, int n, int in, int out, bool b
 
   c.report.run("fully_connected_forward", shape, dtype, tol, [&] {
     std::vector<float> ref(yn);
-    ops::fully_connected_forward<float>(n, in, out, x.data(), w.data(), bias ? b.data() : nullptr, ref.data());
+    kernels::fully_connected_forward<float>(n, in, out, x.data(), w.data(), bias ? b.data() : nullptr, ref.data());
     DeviceBuffer<T> y(yn);
     y.poison();
     auto call = [&] {
-      ops::cuda::fully_connected_forward<T>(c.context, n, in, out, dx_in.get(), dw_in.get(),
-                                            bias ? db_in.get() : nullptr, y.get());
+      kernels::cuda::fully_connected_forward<T>(c.context, n, in, out, dx_in.get(), dw_in.get(),
+                                                bias ? db_in.get() : nullptr, y.get());
     };
     call();
     CheckResult r{relative_error(y.download(), ref)};
@@ -44,9 +44,9 @@ void check_fc(Checks& c, const std::string& name, int n, int in, int out, bool b
 
   c.report.run("fully_connected_backward", shape, dtype, tol, [&] {
     std::vector<float> dx_ref(xn), dw_ref(wn), db_ref(static_cast<std::size_t>(out));
-    ops::fully_connected_backward<float>(n, in, out, x.data(), w.data(), dy.data(),
-                                         input_gradient ? dx_ref.data() : nullptr, dw_ref.data(),
-                                         bias ? db_ref.data() : nullptr);
+    kernels::fully_connected_backward<float>(n, in, out, x.data(), w.data(), dy.data(),
+                                             input_gradient ? dx_ref.data() : nullptr, dw_ref.data(),
+                                             bias ? db_ref.data() : nullptr);
     DeviceBuffer<T> dx(xn), dw(wn), db(out);
     auto poison = [&] {
       dx.poison();
@@ -54,8 +54,9 @@ void check_fc(Checks& c, const std::string& name, int n, int in, int out, bool b
       db.poison();
     };
     auto call = [&] {
-      ops::cuda::fully_connected_backward<T>(c.context, n, in, out, dx_in.get(), dw_in.get(), ddy.get(),
-                                             input_gradient ? dx.get() : nullptr, dw.get(), bias ? db.get() : nullptr);
+      kernels::cuda::fully_connected_backward<T>(c.context, n, in, out, dx_in.get(), dw_in.get(), ddy.get(),
+                                                 input_gradient ? dx.get() : nullptr, dw.get(),
+                                                 bias ? db.get() : nullptr);
     };
     poison();
     call();
@@ -90,17 +91,18 @@ void check_cross_entropy(Checks& c, const std::string& name, int n, int classes,
   c.report.run("softmax_cross_entropy", shape, dtype, tol, [&] {
     std::vector<float> dref(zn);
     const double loss_ref =
-        ops::softmax_cross_entropy<float>(n, classes, logits.data(), labels.data(), smoothing, dref.data());
+        kernels::softmax_cross_entropy<float>(n, classes, logits.data(), labels.data(), smoothing, dref.data());
     DeviceBuffer<T> z(zn, logits), dz(zn);
     DeviceBuffer<float> loss(1);
     loss.poison();
     dz.poison();
     T* out = in_place ? z.get() : dz.get();
     auto call = [&] {
-      ops::cuda::softmax_cross_entropy<T>(c.context, n, classes, z.get(), d_labels.get(), smoothing, loss.get(), out);
+      kernels::cuda::softmax_cross_entropy<T>(c.context, n, classes, z.get(), d_labels.get(), smoothing, loss.get(),
+                                              out);
     };
     call();
-    const float loss_gpu = ops::cuda::read_device_scalar(c.context, loss.get());
+    const float loss_gpu = kernels::cuda::read_device_scalar(c.context, loss.get());
     // The loss is fp32 (from fp64 sums) whatever T is: the fp32 bar.
     const double loss_error = std::fabs(loss_gpu - loss_ref) / (std::fabs(loss_ref) + 1e-30);
     CheckResult r{relative_error(in_place ? z.download() : dz.download(), dref)};
@@ -137,8 +139,8 @@ void check_fully_connected_and_loss(Checks& c) {
   c.report.run("softmax_cross_entropy bad label", "2x5 label 7", "fp32", 0.0, [&] {
     DeviceBuffer<float> z(10, std::vector<float>(10, 0.5f)), loss(1);
     DeviceBuffer<std::int32_t> labels(2, std::vector<float>{1.0f, 7.0f});
-    ops::cuda::softmax_cross_entropy<float>(c.context, 2, 5, z.get(), labels.get(), 0.0f, loss.get(), nullptr);
-    const float value = ops::cuda::read_device_scalar(c.context, loss.get());
+    kernels::cuda::softmax_cross_entropy<float>(c.context, 2, 5, z.get(), labels.get(), 0.0f, loss.get(), nullptr);
+    const float value = kernels::cuda::read_device_scalar(c.context, loss.get());
     CheckResult r{std::isnan(value) ? 0.0 : 1.0};
     r.note = "loss = " + std::to_string(value);
     r.microseconds = -1.0;

@@ -54,7 +54,7 @@ std::vector<Parameter> resnet50_parameters() {
 }
 
 template <typename G>
-void check_step(Checks& c, const std::string& name, const ops::SgdOptions& options, bool with_buffers) {
+void check_step(Checks& c, const std::string& name, const kernels::SgdOptions& options, bool with_buffers) {
   const auto params = resnet50_parameters();
   std::int64_t total = 0;
   for (const auto& p : params) total += p.count;
@@ -68,7 +68,7 @@ void check_step(Checks& c, const std::string& name, const ops::SgdOptions& optio
 
   // CPU reference.
   std::vector<float> param_ref = param0, momentum_ref = momentum0;
-  std::vector<ops::SgdTensor<float>> cpu_tensors;
+  std::vector<kernels::SgdTensor<float>> cpu_tensors;
   std::int64_t offset = 0;
   for (const auto& p : params) {
     cpu_tensors.push_back({param_ref.data() + offset, grad.data() + offset,
@@ -76,14 +76,14 @@ void check_step(Checks& c, const std::string& name, const ops::SgdOptions& optio
     offset += p.count;
   }
   std::vector<double> trust_ref;
-  for (const auto& t : cpu_tensors) trust_ref.push_back(ops::lars_trust_ratio<float>(t, options));
-  ops::sgd_step<float>(cpu_tensors, options);
+  for (const auto& t : cpu_tensors) trust_ref.push_back(kernels::lars_trust_ratio<float>(t, options));
+  kernels::sgd_step<float>(cpu_tensors, options);
 
   // GPU: flat buffers, tensors pointing into them.
   DeviceBuffer<float> d_param(tn, param0), d_momentum(tn, momentum0);
   DeviceBuffer<float> d_grad(tn, grad);
   DeviceBuffer<G> d_copy(tn);
-  std::vector<ops::cuda::SgdTensor<G>> gpu_tensors;
+  std::vector<kernels::cuda::SgdTensor<G>> gpu_tensors;
   offset = 0;
   for (const auto& p : params) {
     gpu_tensors.push_back({d_param.get() + offset, d_grad.get() + offset,
@@ -99,9 +99,9 @@ void check_step(Checks& c, const std::string& name, const ops::SgdOptions& optio
 
   const double tol = kTolFp32Elementwise;
   c.report.run("sgd_step", shape, dtype, std::is_same_v<G, float> ? tol : kTolBf16, [&] {
-    ops::cuda::SgdTensorTable<G> table(c.context, gpu_tensors);
+    kernels::cuda::SgdTensorTable<G> table(c.context, gpu_tensors);
     reset();
-    ops::cuda::sgd_step<G>(c.context, table, options);
+    kernels::cuda::sgd_step<G>(c.context, table, options);
     const auto param_gpu = d_param.download();
     // The update itself (after - before) is compared, not the weights: relative to |w| any update looks
     // small.
@@ -138,30 +138,30 @@ void check_step(Checks& c, const std::string& name, const ops::SgdOptions& optio
     // Determinism (LARS, the reductions): the same step again from the same state, the same bytes.
     const auto p1 = d_param.raw(), m1 = d_momentum.raw(), c1 = d_copy.raw();
     reset();
-    ops::cuda::sgd_step<G>(c.context, table, options);
+    kernels::cuda::sgd_step<G>(c.context, table, options);
     if (d_param.raw() != p1 || d_momentum.raw() != m1 || d_copy.raw() != c1) {
       r.note = "NOT bit-identical on a second run";
       r.error = std::nan("");
     }
     r.microseconds =
-        microseconds_per_call(c.context.stream(), [&] { ops::cuda::sgd_step<G>(c.context, table, options); });
+        microseconds_per_call(c.context.stream(), [&] { kernels::cuda::sgd_step<G>(c.context, table, options); });
     return r;
   });
 }
 
 template <typename G>
 void check_all(Checks& c) {
-  ops::SgdOptions sgd;
+  kernels::SgdOptions sgd;
   sgd.lr = 0.1;
   sgd.momentum = 0.9;
   sgd.weight_decay = 1e-4;
   check_step<G>(c, "momentum", sgd, true);
 
-  ops::SgdOptions nesterov = sgd;
+  kernels::SgdOptions nesterov = sgd;
   nesterov.nesterov = true;
   check_step<G>(c, "nesterov", nesterov, true);
 
-  ops::SgdOptions lars = sgd;
+  kernels::SgdOptions lars = sgd;
   lars.lr = 2.0;
   lars.weight_decay = 5e-5;
   lars.lars = true;
@@ -169,7 +169,7 @@ void check_all(Checks& c) {
   lars.lars_epsilon = 1e-8;
   check_step<G>(c, "lars", lars, true);
 
-  ops::SgdOptions plain;
+  kernels::SgdOptions plain;
   plain.lr = 0.05;
   plain.momentum = 0.0;
   plain.weight_decay = 1e-4;

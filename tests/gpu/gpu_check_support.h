@@ -19,7 +19,7 @@
 
 namespace train::gpu_check {
 
-using ops::cuda::bf16;
+using kernels::cuda::bf16;
 
 // ---- element types --------------------------------------------------------------------------------
 
@@ -74,7 +74,9 @@ template <typename T>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t count)
-      : count_(count), memory_(ops::cuda::allocate_device(sizeof(T) * count)), data_(ops::cuda::as<T>(memory_)) {}
+      : count_(count),
+        memory_(kernels::cuda::allocate_device(sizeof(T) * count)),
+        data_(kernels::cuda::as<T>(memory_)) {}
   DeviceBuffer(std::size_t count, const std::vector<float>& values) : DeviceBuffer(count) { upload(values); }
 
   T* get() const { return data_; }
@@ -112,7 +114,7 @@ class DeviceBuffer {
 
  private:
   std::size_t count_ = 0;
-  ops::cuda::DeviceMemory memory_;
+  kernels::cuda::DeviceMemory memory_;
   T* data_ = nullptr;
 };
 
@@ -189,7 +191,7 @@ inline constexpr double kTolBf16 = 2e-2;             // anything stored in bf16
 
 // Shared by the check files.
 struct Checks {
-  ops::cuda::Context& context;
+  kernels::cuda::Context& context;
   Report& report;
   Random& random;
 };

@@ -26,7 +26,7 @@
 
 namespace {
 
-using train::ops::cuda::bf16;
+using train::kernels::cuda::bf16;
 
 void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", call, cudaGetErrorString(status)));
@@ -38,22 +38,23 @@ std::vector<float> infer(int depth, int classes, const train::model_io::Safetens
   const int n = static_cast<int>(images.shape[0]);
   const int h = static_cast<int>(images.shape[1]);
   const int w = static_cast<int>(images.shape[2]);
-  train::ResNetPlan plan = train::plan_resnet(train::build_resnet_spec(depth, classes), std::max(n, 2), h, w);
-  train::HostModelState state{std::vector<float>(plan.parameter_elements),
-                              std::vector<float>(plan.float_buffer_elements),
-                              std::vector<int64_t>(plan.tracked_buffers)};
-  train::initialize_resnet(plan, 0, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
-  train::import_model_state(plan, model.tensors, state.parameters.data(), state.float_buffers.data(),
-                            state.tracked.data());
+  train::model::ResNetPlan plan =
+      train::model::plan_resnet(train::model::build_resnet_spec(depth, classes), std::max(n, 2), h, w);
+  train::model::HostModelState state{std::vector<float>(plan.parameter_elements),
+                                     std::vector<float>(plan.float_buffer_elements),
+                                     std::vector<int64_t>(plan.tracked_buffers)};
+  train::model::initialize_resnet(plan, 0, state.parameters.data(), state.float_buffers.data(), state.tracked.data());
+  train::model::import_model_state(plan, model.tensors, state.parameters.data(), state.float_buffers.data(),
+                                   state.tracked.data());
 
-  namespace cuda = train::ops::cuda;
+  namespace cuda = train::kernels::cuda;
   const cuda::Stream owned_stream = cuda::make_stream();
   cudaStream_t stream = owned_stream.get();
   std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(classes));
   {
     cuda::Context context(stream);
-    train::BucketPlan buckets = train::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-    train::gpu::GpuResNet<T> gpu(plan, buckets, context);
+    train::comm::BucketPlan buckets = train::comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+    train::model::GpuResNet<T> gpu(plan, buckets, context);
     gpu.upload_state(state);
     const std::vector<float> pixels = images.to_float();
     const cuda::DeviceMemory pixel_memory = cuda::allocate_device(sizeof(float) * pixels.size());

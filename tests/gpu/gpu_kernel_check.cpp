@@ -57,7 +57,7 @@ int run(std::uint64_t seed, const std::string& only) {
   TRAIN_CUDA_CHECK(cudaStreamCreate(&stream));
   int failures = 0, rows = 0;
   {
-    train::ops::cuda::Context context(stream);
+    train::kernels::cuda::Context context(stream);
     Report report;
     Random random(seed);
     Checks checks{context, report, random};

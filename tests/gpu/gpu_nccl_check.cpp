@@ -34,7 +34,7 @@
 #include <vector>
 
 using namespace train;
-using namespace train::gpu;
+using namespace train::comm;
 
 namespace {
 
@@ -43,7 +43,7 @@ float value_of(int rank, size_t i) { return static_cast<float>(static_cast<int>(
 
 bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const std::vector<size_t>& sizes,
+bool check_case(const NcclCommunicator& comm, kernels::cuda::Context& context, const std::vector<size_t>& sizes,
                 size_t threshold_bytes, bool widened) {
   const int ranks = comm.size();
   const BucketPlan plan = plan_gradient_buckets(sizes, threshold_bytes);
@@ -54,15 +54,15 @@ bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const
   std::vector<float> host(plan.total_elements, 0.0f);
   for (size_t i = 0; i < host.size(); ++i) host[i] = padding[i] ? 0.0f : value_of(comm.rank(), i);
   cudaStream_t compute = context.stream();
-  const ops::cuda::DeviceMemory reduced_memory = ops::cuda::allocate_device(host.size() * sizeof(float));
-  ops::cuda::DeviceMemory written_memory;
-  auto* reduced = ops::cuda::as<float>(reduced_memory);  // fp32, what is reduced
+  const kernels::cuda::DeviceMemory reduced_memory = kernels::cuda::allocate_device(host.size() * sizeof(float));
+  kernels::cuda::DeviceMemory written_memory;
+  auto* reduced = kernels::cuda::as<float>(reduced_memory);  // fp32, what is reduced
   __nv_bfloat16* written = nullptr;                        // bf16, what backward writes (bf16 case only)
   if (widened) {
     std::vector<__nv_bfloat16> bf16(host.size());
     for (size_t i = 0; i < host.size(); ++i) bf16[i] = __float2bfloat16(host[i]);
-    written_memory = ops::cuda::allocate_device(bf16.size() * sizeof(__nv_bfloat16));
-    written = ops::cuda::as<__nv_bfloat16>(written_memory);
+    written_memory = kernels::cuda::allocate_device(bf16.size() * sizeof(__nv_bfloat16));
+    written = kernels::cuda::as<__nv_bfloat16>(written_memory);
     TRAIN_CUDA_CHECK(cudaMemcpyAsync(written, bf16.data(), bf16.size() * sizeof(__nv_bfloat16),
                                      cudaMemcpyHostToDevice, compute));
     // Poison: only the widening may fill the fp32 buffer (padding excepted: the engine zeroes it once).
@@ -81,13 +81,13 @@ bool check_case(const NcclCommunicator& comm, ops::cuda::Context& context, const
     NcclGradientReducer::Prepare prepare;
     if (widened) {
       prepare = [&](size_t begin, size_t end) {
-        ops::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), written + begin,
-                                              reduced + begin);
+        kernels::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), written + begin,
+                                                  reduced + begin);
       };
     }
     // As the CUDA engine: a communication stream of the highest priority, and the two events that order it.
-    const ops::cuda::Stream communication = ops::cuda::make_stream(ops::cuda::StreamPriority::highest);
-    const ops::cuda::Event ready = ops::cuda::make_event(), done = ops::cuda::make_event();
+    const kernels::cuda::Stream communication = kernels::cuda::make_stream(kernels::cuda::StreamPriority::highest);
+    const kernels::cuda::Event ready = kernels::cuda::make_event(), done = kernels::cuda::make_event();
     NcclGradientReducer reducer(comm, plan, reduced, ncclFloat32,
                                 NcclGradientReducer::Streams{compute, communication.get(), ready.get(), done.get()},
                                 std::chrono::seconds(60), ncclAvg, prepare);
@@ -172,12 +172,12 @@ int main(int argc, char** argv) {
   try {
     give_each_rank_a_host_id(rank, devices);
     TRAIN_CUDA_CHECK(cudaSetDevice(rank % devices));
-    const ops::cuda::Stream stream = ops::cuda::make_stream();
+    const kernels::cuda::Stream stream = kernels::cuda::make_stream();
     {
-      ops::cuda::Context context(stream.get());
+      kernels::cuda::Context context(stream.get());
       NcclCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(120));
       std::vector<size_t> sizes;
-      for (const auto& tensor : build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
+      for (const auto& tensor : model::build_resnet_spec(50, 37).tensors) {  // 37 classes: unaligned if packed
         if (tensor.is_parameter()) sizes.push_back(static_cast<size_t>(tensor.elements()));
       }
       for (size_t threshold : {size_t{4}, size_t{1} << 20, size_t{25} << 20, size_t{123457}, size_t{1} << 32}) {

@@ -12,7 +12,7 @@
 //   CPU:  the same train_step in fp32 (CpuResNet<float>) and in fp64 (CpuResNet<double>, "exact").
 // Compared: bucket plan and on_gradient order (identical to the CPU's), loss, top-1 hits, every gradient,
 // BN running statistics and num_batches_tracked, the SGD step (GPU momentum and weights against
-// ops::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
+// kernels::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
 // download_state), and model.safetensors written from the GPU model (equal to the CPU export of that state).
 //
 // Why an fp64 reference and tolerances that scale: ResNet-50 at initialisation amplifies rounding by
@@ -238,7 +238,7 @@ float round_to_bf16(float v) {
   return train::gpu_check::Element<bf16>::decode(train::gpu_check::Element<bf16>::encode(v));
 }
 
-bool same_plan(const train::BucketPlan& a, const train::BucketPlan& b, std::string& note) {
+bool same_plan(const train::comm::BucketPlan& a, const train::comm::BucketPlan& b, std::string& note) {
   if (a.total_elements != b.total_elements || a.offset_of_tensor != b.offset_of_tensor ||
       a.bucket_of_tensor != b.bucket_of_tensor || a.buckets.size() != b.buckets.size()) {
     note = "layouts differ";
@@ -282,25 +282,26 @@ std::string cosine_note(const Stats& s, double max_norm_ratio_error) {
 // ---- one case in one mode -------------------------------------------------------------------------------
 
 template <typename T>
-void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& context, Table& table) {
-  using train::CpuResNet;
-  using train::TensorRole;
-  using train::gpu::GpuResNet;
+void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& context, Table& table) {
+  using train::model::CpuResNet;
+  using train::model::GpuResNet;
+  using train::model::TensorRole;
   constexpr bool is_bf16 = !std::is_same_v<T, float>;
   const std::string mode = is_bf16 ? "bf16" : "fp32";
   const auto started = std::chrono::steady_clock::now();
 
-  const train::ResNetSpec spec = train::build_resnet_spec(c.depth, c.classes);
+  const train::model::ResNetSpec spec = train::model::build_resnet_spec(c.depth, c.classes);
   // Each model gets a plan and buckets of its own, made the way the engines make them.
   // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
-  const train::GradientMemory memory = train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
-                                           ? train::GradientMemory::shared_by_lifetime
-                                           : train::GradientMemory::per_activation;
-  auto plan_of = [&] { return train::plan_resnet(spec, c.batch, c.size, c.size, memory); };
-  auto buckets_of = [&](const train::ResNetPlan& plan) {
-    return train::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
+  const train::model::GradientMemory memory =
+      train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
+          ? train::model::GradientMemory::shared_by_lifetime
+          : train::model::GradientMemory::per_activation;
+  auto plan_of = [&] { return train::model::plan_resnet(spec, c.batch, c.size, c.size, memory); };
+  auto buckets_of = [&](const train::model::ResNetPlan& plan) {
+    return train::comm::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
   };
-  const train::ResNetPlan cpu_plan = plan_of();
+  const train::model::ResNetPlan cpu_plan = plan_of();
   CpuResNet<float> cpu(cpu_plan, buckets_of(cpu_plan));
   cpu.initialize(seed);
   Random random(seed + 1);
@@ -312,9 +313,9 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     for (float& v : cpu.all_values()) v = round_to_bf16(v);
   }
 
-  const train::ResNetPlan gpu_plan = plan_of();
+  const train::model::ResNetPlan gpu_plan = plan_of();
   GpuResNet<T> gpu(gpu_plan, buckets_of(gpu_plan), context);
-  gpu.upload_state(train::HostModelState{cpu.all_values(), cpu.all_buffers(), cpu.all_tracked()});
+  gpu.upload_state(train::model::HostModelState{cpu.all_values(), cpu.all_buffers(), cpu.all_tracked()});
   DeviceBuffer<T> device_images(image_count, images);
   DeviceBuffer<std::int32_t> device_labels(labels.size(), std::vector<float>(labels.begin(), labels.end()));
 
@@ -350,7 +351,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
   const std::vector<float> gpu_widened = gpu.download_reduced_gradients();
   table.check(c.name, mode, "fp32 gradients the optimizer reads == backward's", gpu_widened == gpu_gradients,
               std::to_string(gpu_widened.size()) + " values");
-  train::ops::SgdOptions options;
+  train::kernels::SgdOptions options;
   options.lr = 0.1;
   options.momentum = 0.9;
   options.weight_decay = 1e-4;
@@ -447,13 +448,13 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     }
   }
 
-  // ---- the optimizer: ops::sgd_step (the CPU reference) on the GPU's own gradients and weights ----
+  // ---- the optimizer: kernels::sgd_step (the CPU reference) on the GPU's own gradients and weights ----
   {
     std::vector<float> weights = gpu_before, momentum(gpu_before.size(), 0.0f);
-    std::vector<train::ops::SgdTensor<float>> tensors;
+    std::vector<train::kernels::SgdTensor<float>> tensors;
     for (int p = 0; p < gpu.parameter_tensors(); ++p) {
       const auto& gp = gpu.parameters()[static_cast<size_t>(p)];
-      train::ops::SgdTensor<float> tensor;
+      train::kernels::SgdTensor<float> tensor;
       tensor.param = weights.data() + gp.offset;
       tensor.grad = gpu_gradients.data() + gp.gradient_offset;
       tensor.momentum_buffer = momentum.data() + gp.offset;
@@ -461,7 +462,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
       tensor.weight_decay = spec.tensors[static_cast<size_t>(gp.spec_index)].decays();
       tensors.push_back(tensor);
     }
-    train::ops::sgd_step<float>(std::span<const train::ops::SgdTensor<float>>(tensors), options);
+    train::kernels::sgd_step<float>(std::span<const train::kernels::SgdTensor<float>>(tensors), options);
     for (const bool of_momentum : {true, false}) {
       Worst worst;
       for (int p = 0; p < gpu.parameter_tensors(); ++p) {
@@ -479,7 +480,8 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
                     1e-5, false);
         }
       }
-      table.row(c.name, mode, of_momentum ? "SGD momentum vs ops::sgd_step (worst)" : "SGD weights vs ops::sgd_step (worst)",
+      table.row(c.name, mode,
+                of_momentum ? "SGD momentum vs kernels::sgd_step (worst)" : "SGD weights vs kernels::sgd_step (worst)",
                 "max rel", worst.value, 1e-5, worst.failed == 0,
                 "worst " + worst.name + "; " + std::to_string(worst.count) + " tensors");
     }
@@ -544,7 +546,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
 
   // ---- from here on the CPU model holds the GPU model's state ----
   {
-    train::HostModelState state = gpu.download_state();
+    train::model::HostModelState state = gpu.download_state();
     cpu.all_values() = std::move(state.parameters);
     cpu.all_buffers() = std::move(state.float_buffers);
     cpu.all_tracked() = std::move(state.tracked);
@@ -576,7 +578,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
     const std::filesystem::path directory(pattern);
     std::string problem;
     try {
-      train::ExportedTensors exported = gpu.export_state();
+      train::model::ExportedTensors exported = gpu.export_state();
       train::model_io::ModelDescription description;
       description.num_layers = c.depth;
       description.num_classes = c.classes;
@@ -589,7 +591,7 @@ void run_case(const Case& c, std::uint64_t seed, train::ops::cuda::Context& cont
         problem = "model.json missing";
       }
       // The CPU model's export of the same state (model_state.cpp: the trainer's path to model files).
-      train::ExportedTensors reference = cpu.export_state();
+      train::model::ExportedTensors reference = cpu.export_state();
       if (problem.empty() && file.tensors.size() != reference.views().size()) {
         problem = std::to_string(file.tensors.size()) + " tensors in the file, the CPU export has " +
                   std::to_string(reference.views().size());
@@ -673,7 +675,7 @@ int main(int argc, char** argv) {
     TRAIN_CUDA_CHECK(cudaStreamCreate(&stream));
     Table table(quiet);
     {
-      train::ops::cuda::Context context(stream);
+      train::kernels::cuda::Context context(stream);
       table.header();
       for (const Case& c : cases) {
         if (!only_case.empty() && c.name.find(only_case) == std::string::npos) continue;

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace plan = train::ops::cuda::plan;
+namespace plan = train::kernels::cuda::plan;
 
 namespace {
 

@@ -21,6 +21,7 @@
 #include <iostream>
 
 using namespace train;
+using namespace train::model;
 
 namespace {
 
@@ -40,7 +41,7 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
 
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), n, static_cast<int>(images->shape[1]),
                                 static_cast<int>(images->shape[2]));
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
   CpuResNet<T> model(std::move(plan), std::move(buckets));
   model.initialize(1);
   model.import_state(weights.tensors);
@@ -78,7 +79,7 @@ int infer(int depth, int classes, const model_io::SafetensorsFile& weights, cons
   std::vector<float> pixels = images->to_float();
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), std::max(n, 2), static_cast<int>(images->shape[1]),
                                 static_cast<int>(images->shape[2]));
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
   CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.import_state(weights.tensors);
   std::vector<float> logits(static_cast<size_t>(n) * classes);

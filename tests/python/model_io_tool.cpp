@@ -117,8 +117,8 @@ RandomTensors random_tensors(const json& list, uint64_t seed) {
 
 json spec_list(int depth, int classes) {
   json list = json::array();
-  for (const auto& tensor : train::build_resnet_spec(depth, classes).tensors) {
-    bool counter = tensor.role == train::TensorRole::bn_batches_tracked;
+  for (const auto& tensor : train::model::build_resnet_spec(depth, classes).tensors) {
+    bool counter = tensor.role == train::model::TensorRole::bn_batches_tracked;
     list.push_back({{"name", tensor.name}, {"shape", tensor.shape}, {"dtype", counter ? "I64" : "F32"}});
   }
   return list;

@@ -41,8 +41,8 @@ Shard make_shard(int step, int shard) {
   return data;
 }
 
-ops::SgdOptions options() {
-  ops::SgdOptions result;
+kernels::SgdOptions options() {
+  kernels::SgdOptions result;
   result.lr = 0.05;
   result.momentum = 0.9;
   result.weight_decay = 1e-4;
@@ -50,8 +50,8 @@ ops::SgdOptions options() {
 }
 
 // The one-process reference: the average of every shard's gradient at the given parameters.
-std::vector<double> reference_gradient(CpuResNet<float>& reference, const std::vector<float>& parameters, int step,
-                                       int ranks) {
+std::vector<double> reference_gradient(model::CpuResNet<float>& reference, const std::vector<float>& parameters,
+                                       int step, int ranks) {
   reference.all_values() = parameters;
   std::vector<double> sum(reference.all_gradients().size(), 0.0);
   for (int shard = 0; shard < ranks; ++shard) {
@@ -66,14 +66,14 @@ std::vector<double> reference_gradient(CpuResNet<float>& reference, const std::v
 // The distributed run: this rank's shard, bucketed MPI reduction. On rank 0 with `worst_error`, every
 // step's reduced gradient is also compared with the one-process reference.
 std::vector<float> distributed_parameters(int rank, int ranks, size_t bucket_bytes, double* worst_error) {
-  const ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), batch, size, size);
-  const BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), bucket_bytes);
-  CpuResNet<float> model(plan, buckets);
+  const model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(depth, classes), batch, size, size);
+  const comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), bucket_bytes);
+  model::CpuResNet<float> model(plan, buckets);
   model.initialize(42);
-  std::optional<CpuResNet<float>> reference;
+  std::optional<model::CpuResNet<float>> reference;
   if (worst_error != nullptr && rank == 0) reference.emplace(plan, buckets);
-  MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),
-                             std::chrono::seconds(120));
+  comm::MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),
+                                   std::chrono::seconds(120));
   for (int step = 0; step < steps; ++step) {
     Shard data = make_shard(step, rank);
     reducer.begin_step();

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::chrono::milliseconds timeout(60000);
   try {
-    const ClockAlignment apart = align_clocks(RankIdentity{rank, size, 0, 1}, MPI_COMM_WORLD, timeout);
+    const timeline::ClockAlignment apart =
+        timeline::align_clocks(RankIdentity{rank, size, 0, 1}, MPI_COMM_WORLD, timeout);
     const bool within = std::llabs(apart.clock.offset_ns) <= apart.uncertainty_ns;
     if (!within || rank == 1) {
       std::fprintf(stderr, "rank %d: offset %lld ns, uncertainty %lld ns\n", rank,
@@ -56,23 +57,24 @@ int main(int argc, char** argv) {
           "each rank as a host of its own: the measured offset is 0 within its uncertainty", rank);
     check(apart.clock.origin_ns > 0 && apart.clock.origin_ns <= monotonic_ns() + apart.clock.offset_ns,
           "the origin is rank 0's clock at the alignment", rank);
-    const ClockAlignment together = align_clocks(RankIdentity{rank, size, rank, size}, MPI_COMM_WORLD, timeout);
+    const timeline::ClockAlignment together =
+        timeline::align_clocks(RankIdentity{rank, size, rank, size}, MPI_COMM_WORLD, timeout);
     check(together.clock.offset_ns == 0 && together.uncertainty_ns == 0 && together.leader == 0,
           "ranks of one host: offset 0, rank 0 leads", rank);
 
     const std::string mine(static_cast<size_t>(rank == 1 ? 0 : 1000 * rank + 3), static_cast<char>('a' + rank));
-    const std::vector<std::string> texts = gather_texts(mine, MPI_COMM_WORLD, timeout, "the check's texts");
+    const std::vector<std::string> texts = comm::gather_texts(mine, MPI_COMM_WORLD, timeout, "the check's texts");
     bool gathered = rank == 0 ? texts.size() == static_cast<size_t>(size) : texts.empty();
     for (size_t r = 0; rank == 0 && r < texts.size(); ++r) {
       gathered = gathered && texts[r] == std::string(r == 1 ? 0 : 1000 * r + 3, static_cast<char>('a' + r));
     }
     check(gathered, "gather_texts: every rank's text on rank 0, by rank", rank);
 
-    BucketPlan plan = plan_gradient_buckets({1000, 30, 70000, 5, 200000}, 100000);
+    comm::BucketPlan plan = comm::plan_gradient_buckets({1000, 30, 70000, 5, 200000}, 100000);
     std::vector<float> gradients(plan.total_elements, 1.0f);
-    MpiGradientReducer reducer(MPI_COMM_WORLD, plan, gradients.data(), timeout);
+    comm::MpiGradientReducer reducer(MPI_COMM_WORLD, plan, gradients.data(), timeout);
     std::map<size_t, std::vector<std::string>> seen;
-    reducer.set_bucket_hooks(BucketHooks{
+    reducer.set_bucket_hooks(comm::BucketHooks{
         [&](size_t bucket, size_t bytes) { seen[bucket].push_back(fmt::format("start {}", bytes)); },
         [&](size_t bucket, size_t bytes) { seen[bucket].push_back(fmt::format("end {}", bytes)); }});
     bool hooks_right = plan.buckets.size() >= 2;

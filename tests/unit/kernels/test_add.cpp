@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 TEST_CASE("add: fp64 gradients are dy for both inputs (central finite differences)", "[kernels][add]") {
   std::mt19937_64 rng(41);
@@ -13,7 +13,7 @@ TEST_CASE("add: fp64 gradients are dy for both inputs (central finite difference
   const std::vector<double> r = kcheck::random_vector(count, rng);
   auto loss = [&] {
     std::vector<double> y(count);
-    ops::add<double>(count, a.data(), b.data(), y.data());
+    kernels::add<double>(count, a.data(), b.data(), y.data());
     return kcheck::dot(y, r);
   };
   // The contract: the backward of y = a + b is da = db = dy, no kernel.
@@ -29,12 +29,12 @@ TEST_CASE("add: fp32 matches the naive loop, with y aliasing an input", "[kernel
   std::vector<double> ref(count);
   for (std::int64_t i = 0; i < count; ++i) ref[i] = static_cast<double>(a[i] + b[i]);  // one fp32 rounding
   auto y = kcheck::nan_vector<float>(count);
-  ops::add<float>(count, a.data(), b.data(), y.data());
+  kernels::add<float>(count, a.data(), b.data(), y.data());
   CHECK(kcheck::max_rel_error(y, ref) == 0.0);
   auto in_place = a;
-  ops::add<float>(count, in_place.data(), b.data(), in_place.data());
+  kernels::add<float>(count, in_place.data(), b.data(), in_place.data());
   CHECK(kcheck::bit_identical(in_place, y));
   in_place = b;
-  ops::add<float>(count, a.data(), in_place.data(), in_place.data());
+  kernels::add<float>(count, a.data(), in_place.data(), in_place.data());
   CHECK(kcheck::bit_identical(in_place, y));
 }

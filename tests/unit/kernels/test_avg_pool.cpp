@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 TEST_CASE("global_avg_pool: fp64 gradient matches central finite differences", "[kernels][avg_pool]") {
   std::mt19937_64 rng(51);
@@ -14,11 +14,11 @@ TEST_CASE("global_avg_pool: fp64 gradient matches central finite differences", "
     const std::vector<double> r = kcheck::random_vector(std::size_t(n) * c, rng);
     auto loss = [&, n = n, hw = hw, c = c] {
       std::vector<double> y(std::size_t(n) * c);
-      ops::global_avg_pool_forward<double>(n, hw, c, x.data(), y.data());
+      kernels::global_avg_pool_forward<double>(n, hw, c, x.data(), y.data());
       return kcheck::dot(y, r);
     };
     auto dx = kcheck::nan_vector<double>(x.size());
-    ops::global_avg_pool_backward<double>(n, hw, c, r.data(), dx.data());
+    kernels::global_avg_pool_backward<double>(n, hw, c, r.data(), dx.data());
     CHECK(kcheck::finite_difference_error(x, dx, loss) < kcheck::kFiniteDifferenceTol);
   }
 }
@@ -36,8 +36,8 @@ TEST_CASE("global_avg_pool: fp32 matches the naive loops", "[kernels][avg_pool]"
         ref_dx[(std::size_t(i) * hw + p) * c + j] = double(dy[std::size_t(i) * c + j]) / hw;
       }
   auto y = kcheck::nan_vector<float>(ref_y.size()), dx = kcheck::nan_vector<float>(x.size());
-  ops::global_avg_pool_forward<float>(n, hw, c, x.data(), y.data());
-  ops::global_avg_pool_backward<float>(n, hw, c, dy.data(), dx.data());
+  kernels::global_avg_pool_forward<float>(n, hw, c, x.data(), y.data());
+  kernels::global_avg_pool_backward<float>(n, hw, c, dy.data(), dx.data());
   CHECK(kcheck::max_rel_error(y, ref_y) < kcheck::kFloatTol);
   CHECK(kcheck::max_rel_error(dx, ref_dx) < kcheck::kFloatTol);
 }

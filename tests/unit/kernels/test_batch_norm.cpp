@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 namespace {
 
@@ -69,17 +69,17 @@ TEST_CASE("batch_norm: fp64 training-mode gradients match central finite differe
     const std::vector<double> r = kcheck::random_vector(rows * c, rng);
     auto loss = [&] {
       std::vector<double> y(x.size()), m(c), v(c);
-      ops::batch_norm_forward_train<double>(rows, c, x.data(), gamma.data(), beta.data(), eps, 0.1, nullptr,
-                                            nullptr, y.data(), m.data(), v.data());
+      kernels::batch_norm_forward_train<double>(rows, c, x.data(), gamma.data(), beta.data(), eps, 0.1, nullptr,
+                                                nullptr, y.data(), m.data(), v.data());
       return kcheck::dot(y, r);
     };
     std::vector<double> y(x.size()), mean(c), invstd(c);
-    ops::batch_norm_forward_train<double>(rows, c, x.data(), gamma.data(), beta.data(), eps, 0.1, nullptr, nullptr,
-                                          y.data(), mean.data(), invstd.data());
+    kernels::batch_norm_forward_train<double>(rows, c, x.data(), gamma.data(), beta.data(), eps, 0.1, nullptr, nullptr,
+                                              y.data(), mean.data(), invstd.data());
     auto dx = kcheck::nan_vector<double>(x.size());
     auto dgamma = kcheck::nan_vector<double>(c), dbeta = kcheck::nan_vector<double>(c);
-    ops::batch_norm_backward<double>(rows, c, x.data(), r.data(), gamma.data(), mean.data(), invstd.data(),
-                                     dx.data(), dgamma.data(), dbeta.data());
+    kernels::batch_norm_backward<double>(rows, c, x.data(), r.data(), gamma.data(), mean.data(), invstd.data(),
+                                         dx.data(), dgamma.data(), dbeta.data());
     CHECK(kcheck::finite_difference_error(x, dx, loss) < kcheck::kFiniteDifferenceTol);
     CHECK(kcheck::finite_difference_error(gamma, dgamma, loss) < kcheck::kFiniteDifferenceTol);
     CHECK(kcheck::finite_difference_error(beta, dbeta, loss) < kcheck::kFiniteDifferenceTol);
@@ -103,10 +103,10 @@ TEST_CASE("batch_norm: fp32 matches the naive formulas", "[kernels][batch_norm]"
     auto y = kcheck::nan_vector<float>(x.size()), dx = kcheck::nan_vector<float>(x.size());
     auto mean = kcheck::nan_vector<float>(c), invstd = kcheck::nan_vector<float>(c);
     auto dgamma = kcheck::nan_vector<float>(c), dbeta = kcheck::nan_vector<float>(c);
-    ops::batch_norm_forward_train<float>(rows, c, x.data(), gamma.data(), beta.data(), eps, momentum, rm.data(),
-                                         rv.data(), y.data(), mean.data(), invstd.data());
-    ops::batch_norm_backward<float>(rows, c, x.data(), dy.data(), gamma.data(), mean.data(), invstd.data(),
-                                    dx.data(), dgamma.data(), dbeta.data());
+    kernels::batch_norm_forward_train<float>(rows, c, x.data(), gamma.data(), beta.data(), eps, momentum, rm.data(),
+                                             rv.data(), y.data(), mean.data(), invstd.data());
+    kernels::batch_norm_backward<float>(rows, c, x.data(), dy.data(), gamma.data(), mean.data(), invstd.data(),
+                                        dx.data(), dgamma.data(), dbeta.data());
     const NaiveBatchNorm ref = naive(rows, c, kcheck::widen(x), kcheck::widen(gamma), kcheck::widen(beta),
                                      kcheck::widen(dy), eps, momentum, kcheck::widen(rm0), kcheck::widen(rv0));
     CHECK(kcheck::max_rel_error(y, ref.y) < kcheck::kFloatTol);
@@ -125,23 +125,23 @@ TEST_CASE("batch_norm: running statistics follow PyTorch (momentum 0.1, unbiased
   const std::vector<double> x = {1, 2, 3, 4};
   const std::vector<double> gamma = {2.0}, beta = {0.5};
   std::vector<double> rm = {0.0}, rv = {1.0}, y(4), mean(1), invstd(1);
-  ops::batch_norm_forward_train<double>(4, 1, x.data(), gamma.data(), beta.data(), 1e-5, 0.1, rm.data(), rv.data(),
-                                        y.data(), mean.data(), invstd.data());
+  kernels::batch_norm_forward_train<double>(4, 1, x.data(), gamma.data(), beta.data(), 1e-5, 0.1, rm.data(), rv.data(),
+                                            y.data(), mean.data(), invstd.data());
   CHECK(mean[0] == Approx(2.5).epsilon(1e-15));
   CHECK(invstd[0] == Approx(1.0 / std::sqrt(1.25 + 1e-5)).epsilon(1e-15));
   CHECK(rm[0] == Approx(0.25).epsilon(1e-15));                      // 0.9 * 0 + 0.1 * 2.5
   CHECK(rv[0] == Approx(0.9 + 0.1 * 5.0 / 3.0).epsilon(1e-15));      // 0.9 * 1 + 0.1 * 5/3
   CHECK(y[0] == Approx(-1.5 / std::sqrt(1.25 + 1e-5) * 2.0 + 0.5).epsilon(1e-15));
   // A second step compounds: running_mean = 0.9 * 0.25 + 0.1 * 2.5.
-  ops::batch_norm_forward_train<double>(4, 1, x.data(), gamma.data(), beta.data(), 1e-5, 0.1, rm.data(), rv.data(),
-                                        y.data(), mean.data(), invstd.data());
+  kernels::batch_norm_forward_train<double>(4, 1, x.data(), gamma.data(), beta.data(), 1e-5, 0.1, rm.data(), rv.data(),
+                                            y.data(), mean.data(), invstd.data());
   CHECK(rm[0] == Approx(0.475).epsilon(1e-15));
   CHECK(rv[0] == Approx(0.9 * (0.9 + 0.1 * 5.0 / 3.0) + 0.1 * 5.0 / 3.0).epsilon(1e-15));
   // Fp32, as ResNet runs it: the same values to float precision.
   const std::vector<float> xf = {1, 2, 3, 4}, gf = {2.0f}, bf = {0.5f};
   std::vector<float> rmf = {0.0f}, rvf = {1.0f}, yf(4), mf(1), sf(1);
-  ops::batch_norm_forward_train<float>(4, 1, xf.data(), gf.data(), bf.data(), 1e-5f, 0.1f, rmf.data(), rvf.data(),
-                                       yf.data(), mf.data(), sf.data());
+  kernels::batch_norm_forward_train<float>(4, 1, xf.data(), gf.data(), bf.data(), 1e-5f, 0.1f, rmf.data(), rvf.data(),
+                                           yf.data(), mf.data(), sf.data());
   CHECK(rmf[0] == Approx(0.25).epsilon(1e-7));
   CHECK(rvf[0] == Approx(0.9 + 0.1 * 5.0 / 3.0).epsilon(1e-7));
 }
@@ -158,15 +158,15 @@ TEST_CASE("batch_norm: inference mode uses the running statistics", "[kernels][b
     for (int j = 0; j < c; ++j)
       ref[i * c + j] = (x[i * c + j] - rm[j]) / std::sqrt(rv[j] + 1e-5) * gamma[j] + beta[j];
   auto y = kcheck::nan_vector<double>(x.size());
-  ops::batch_norm_forward_inference<double>(rows, c, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), 1e-5,
-                                            y.data());
+  kernels::batch_norm_forward_inference<double>(rows, c, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(),
+                                                1e-5, y.data());
   CHECK(kcheck::max_rel_error(y, ref) < 1e-14);
   const auto xf = kcheck::cast<float>(x);
   auto yf = xf;  // in place
   const auto gf = kcheck::cast<float>(gamma), bf = kcheck::cast<float>(beta);
   const auto rmf = kcheck::cast<float>(rm), rvf = kcheck::cast<float>(rv);
-  ops::batch_norm_forward_inference<float>(rows, c, yf.data(), gf.data(), bf.data(), rmf.data(), rvf.data(), 1e-5f,
-                                           yf.data());
+  kernels::batch_norm_forward_inference<float>(rows, c, yf.data(), gf.data(), bf.data(), rmf.data(), rvf.data(), 1e-5f,
+                                               yf.data());
   std::vector<double> reff(x.size());
   for (std::int64_t i = 0; i < rows; ++i)
     for (int j = 0; j < c; ++j)
@@ -183,10 +183,10 @@ TEST_CASE("batch_norm: results do not depend on the thread count", "[kernels][ba
   const std::vector<float> gamma(c, 1.0f), beta(c, 0.0f);
   auto run = [&] {
     std::vector<float> rm(c, 0.0f), rv(c, 1.0f), y(x.size()), m(c), s(c), dx(x.size()), dg(c), db(c);
-    ops::batch_norm_forward_train<float>(rows, c, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(),
-                                         rv.data(), y.data(), m.data(), s.data());
-    ops::batch_norm_backward<float>(rows, c, x.data(), dy.data(), gamma.data(), m.data(), s.data(), dx.data(),
-                                    dg.data(), db.data());
+    kernels::batch_norm_forward_train<float>(rows, c, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(),
+                                             rv.data(), y.data(), m.data(), s.data());
+    kernels::batch_norm_backward<float>(rows, c, x.data(), dy.data(), gamma.data(), m.data(), s.data(), dx.data(),
+                                        dg.data(), db.data());
     for (const auto* v : {&rm, &rv, &m, &s, &dx, &dg, &db}) y.insert(y.end(), v->begin(), v->end());
     return y;
   };
@@ -201,7 +201,7 @@ TEST_CASE("batch_norm: results do not depend on the thread count", "[kernels][ba
 
 TEST_CASE("batch_norm: one value per channel is refused in training mode", "[kernels][batch_norm]") {
   std::vector<float> v(8, 1.0f);
-  CHECK_THROWS_AS(ops::batch_norm_forward_train<float>(1, 2, v.data(), v.data(), v.data(), 1e-5f, 0.1f, nullptr,
-                                                       nullptr, v.data(), v.data(), v.data()),
+  CHECK_THROWS_AS(kernels::batch_norm_forward_train<float>(1, 2, v.data(), v.data(), v.data(), 1e-5f, 0.1f, nullptr,
+                                                           nullptr, v.data(), v.data(), v.data()),
                   std::invalid_argument);
 }

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <omp.h>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 namespace {
 
@@ -30,13 +30,13 @@ using Outputs = std::vector<float>;
 Outputs unfused(std::int64_t rows, int c, const Inputs& in, bool residual) {
   const std::size_t size = in.x.size();
   std::vector<float> rm(c, 0.5f), rv(c, 2.0f), bn(size), y(size), m(c), s(c), g(size), dx(size), dg(c), db(c);
-  ops::batch_norm_forward_train<float>(rows, c, in.x.data(), in.gamma.data(), in.beta.data(), 1e-5f, 0.1f, rm.data(),
-                                       rv.data(), bn.data(), m.data(), s.data());
-  if (residual) ops::add<float>(static_cast<std::int64_t>(size), bn.data(), in.shortcut.data(), bn.data());
-  ops::relu_forward<float>(static_cast<std::int64_t>(size), bn.data(), y.data());
-  ops::relu_backward<float>(static_cast<std::int64_t>(size), y.data(), in.dy.data(), g.data());
-  ops::batch_norm_backward<float>(rows, c, in.x.data(), g.data(), in.gamma.data(), m.data(), s.data(), dx.data(),
-                                  dg.data(), db.data());
+  kernels::batch_norm_forward_train<float>(rows, c, in.x.data(), in.gamma.data(), in.beta.data(), 1e-5f, 0.1f,
+                                           rm.data(), rv.data(), bn.data(), m.data(), s.data());
+  if (residual) kernels::add<float>(static_cast<std::int64_t>(size), bn.data(), in.shortcut.data(), bn.data());
+  kernels::relu_forward<float>(static_cast<std::int64_t>(size), bn.data(), y.data());
+  kernels::relu_backward<float>(static_cast<std::int64_t>(size), y.data(), in.dy.data(), g.data());
+  kernels::batch_norm_backward<float>(rows, c, in.x.data(), g.data(), in.gamma.data(), m.data(), s.data(), dx.data(),
+                                      dg.data(), db.data());
   Outputs out = y;
   for (const auto* v : {&rm, &rv, &m, &s, &dx, &dg, &db}) out.insert(out.end(), v->begin(), v->end());
   return out;
@@ -48,17 +48,17 @@ Outputs fused(std::int64_t rows, int c, const Inputs& in, bool residual) {
   const std::size_t size = in.x.size();
   std::vector<float> rm(c, 0.5f), rv(c, 2.0f), y = kcheck::nan_vector<float>(size), m(c), s(c);
   std::vector<float> dx = kcheck::nan_vector<float>(size), dg(c), db(c);
-  ops::batch_norm_relu_forward_train<float>(rows, c, in.x.data(), residual ? in.shortcut.data() : nullptr,
-                                            in.gamma.data(), in.beta.data(), 1e-5f, 0.1f, rm.data(), rv.data(),
-                                            y.data(), m.data(), s.data());
+  kernels::batch_norm_relu_forward_train<float>(rows, c, in.x.data(), residual ? in.shortcut.data() : nullptr,
+                                                in.gamma.data(), in.beta.data(), 1e-5f, 0.1f, rm.data(), rv.data(),
+                                                y.data(), m.data(), s.data());
   if (residual) {
     std::vector<float> g(size);
-    ops::relu_backward<float>(static_cast<std::int64_t>(size), y.data(), in.dy.data(), g.data());
-    ops::batch_norm_backward<float>(rows, c, in.x.data(), g.data(), in.gamma.data(), m.data(), s.data(), dx.data(),
-                                    dg.data(), db.data());
+    kernels::relu_backward<float>(static_cast<std::int64_t>(size), y.data(), in.dy.data(), g.data());
+    kernels::batch_norm_backward<float>(rows, c, in.x.data(), g.data(), in.gamma.data(), m.data(), s.data(), dx.data(),
+                                        dg.data(), db.data());
   } else {
-    ops::batch_norm_relu_backward<float>(rows, c, in.x.data(), y.data(), in.dy.data(), in.gamma.data(), m.data(),
-                                         s.data(), dx.data(), dg.data(), db.data());
+    kernels::batch_norm_relu_backward<float>(rows, c, in.x.data(), y.data(), in.dy.data(), in.gamma.data(), m.data(),
+                                             s.data(), dx.data(), dg.data(), db.data());
   }
   Outputs out = y;
   for (const auto* v : {&rm, &rv, &m, &s, &dx, &dg, &db}) out.insert(out.end(), v->begin(), v->end());
@@ -84,13 +84,13 @@ TEST_CASE("batch_norm_relu: backward in place (dx aliasing dy)", "[kernels][batc
   const int c = 24;
   const Inputs in = random_inputs(rows, c, rng);
   std::vector<float> y(in.x.size()), m(c), s(c), dg(c), db(c), dx(in.x.size());
-  ops::batch_norm_relu_forward_train<float>(rows, c, in.x.data(), nullptr, in.gamma.data(), in.beta.data(), 1e-5f,
-                                            0.1f, nullptr, nullptr, y.data(), m.data(), s.data());
-  ops::batch_norm_relu_backward<float>(rows, c, in.x.data(), y.data(), in.dy.data(), in.gamma.data(), m.data(),
-                                       s.data(), dx.data(), dg.data(), db.data());
+  kernels::batch_norm_relu_forward_train<float>(rows, c, in.x.data(), nullptr, in.gamma.data(), in.beta.data(), 1e-5f,
+                                                0.1f, nullptr, nullptr, y.data(), m.data(), s.data());
+  kernels::batch_norm_relu_backward<float>(rows, c, in.x.data(), y.data(), in.dy.data(), in.gamma.data(), m.data(),
+                                           s.data(), dx.data(), dg.data(), db.data());
   std::vector<float> in_place = in.dy;
-  ops::batch_norm_relu_backward<float>(rows, c, in.x.data(), y.data(), in_place.data(), in.gamma.data(), m.data(),
-                                       s.data(), in_place.data(), dg.data(), db.data());
+  kernels::batch_norm_relu_backward<float>(rows, c, in.x.data(), y.data(), in_place.data(), in.gamma.data(), m.data(),
+                                           s.data(), in_place.data(), dg.data(), db.data());
   CHECK(kcheck::bit_identical(in_place, dx));
 }
 
@@ -106,17 +106,17 @@ TEST_CASE("batch_norm_relu: fp64 gradients match central finite differences", "[
     const std::vector<double> r = kcheck::random_vector(rows * c, rng);
     auto loss = [&] {
       std::vector<double> y(x.size()), m(c), v(c);
-      ops::batch_norm_relu_forward_train<double>(rows, c, x.data(), nullptr, gamma.data(), beta.data(), eps, 0.1,
-                                                 nullptr, nullptr, y.data(), m.data(), v.data());
+      kernels::batch_norm_relu_forward_train<double>(rows, c, x.data(), nullptr, gamma.data(), beta.data(), eps, 0.1,
+                                                     nullptr, nullptr, y.data(), m.data(), v.data());
       return kcheck::dot(y, r);
     };
     std::vector<double> y(x.size()), mean(c), invstd(c);
-    ops::batch_norm_relu_forward_train<double>(rows, c, x.data(), nullptr, gamma.data(), beta.data(), eps, 0.1,
-                                               nullptr, nullptr, y.data(), mean.data(), invstd.data());
+    kernels::batch_norm_relu_forward_train<double>(rows, c, x.data(), nullptr, gamma.data(), beta.data(), eps, 0.1,
+                                                   nullptr, nullptr, y.data(), mean.data(), invstd.data());
     auto dx = kcheck::nan_vector<double>(x.size());
     auto dgamma = kcheck::nan_vector<double>(c), dbeta = kcheck::nan_vector<double>(c);
-    ops::batch_norm_relu_backward<double>(rows, c, x.data(), y.data(), r.data(), gamma.data(), mean.data(),
-                                          invstd.data(), dx.data(), dgamma.data(), dbeta.data());
+    kernels::batch_norm_relu_backward<double>(rows, c, x.data(), y.data(), r.data(), gamma.data(), mean.data(),
+                                              invstd.data(), dx.data(), dgamma.data(), dbeta.data());
     // Step small enough that no normalised value crosses zero within it (they are about 1e-2 apart).
     CHECK(kcheck::finite_difference_error(x, dx, loss, 1e-5) < kcheck::kFiniteDifferenceTol);
     CHECK(kcheck::finite_difference_error(gamma, dgamma, loss, 1e-5) < kcheck::kFiniteDifferenceTol);

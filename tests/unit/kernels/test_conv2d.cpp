@@ -9,15 +9,15 @@
 #include <chrono>
 #include <cstdio>
 
-using train::ops::Conv2dShape;
-namespace ops = train::ops;
+using train::kernels::Conv2dShape;
+namespace kernels = train::kernels;
 
 namespace {
 
 struct WorkspaceLimit {  // sets the conv2d workspace limit for one scope
-  std::size_t saved = ops::conv2d_workspace_limit();
-  explicit WorkspaceLimit(std::size_t bytes) { ops::set_conv2d_workspace_limit(bytes); }
-  ~WorkspaceLimit() { ops::set_conv2d_workspace_limit(saved); }
+  std::size_t saved = kernels::conv2d_workspace_limit();
+  explicit WorkspaceLimit(std::size_t bytes) { kernels::set_conv2d_workspace_limit(bytes); }
+  ~WorkspaceLimit() { kernels::set_conv2d_workspace_limit(saved); }
 };
 
 std::string describe(const Conv2dShape& s) {
@@ -110,12 +110,12 @@ TEST_CASE("conv2d: fp64 gradients match central finite differences", "[kernels][
       const std::vector<double> r = kcheck::random_vector(s.y_size(), rng);
       auto loss = [&] {
         std::vector<double> y(s.y_size());
-        ops::conv2d_forward<double>(s, x.data(), w.data(), y.data());
+        kernels::conv2d_forward<double>(s, x.data(), w.data(), y.data());
         return kcheck::dot(y, r);
       };
       std::vector<double> dx = kcheck::nan_vector<double>(s.x_size()), dw = kcheck::nan_vector<double>(s.w_size());
-      ops::conv2d_backward_input<double>(s, r.data(), w.data(), dx.data());
-      ops::conv2d_backward_weight<double>(s, x.data(), r.data(), dw.data());
+      kernels::conv2d_backward_input<double>(s, r.data(), w.data(), dx.data());
+      kernels::conv2d_backward_weight<double>(s, x.data(), r.data(), dw.data());
       CHECK(kcheck::finite_difference_error(x, dx, loss) < kcheck::kFiniteDifferenceTol);
       CHECK(kcheck::finite_difference_error(w, dw, loss) < kcheck::kFiniteDifferenceTol);
     }
@@ -137,9 +137,9 @@ TEST_CASE("conv2d: fp32 matches the naive loops", "[kernels][conv2d]") {
       auto y = kcheck::nan_vector<float>(s.y_size());
       auto dx = kcheck::nan_vector<float>(s.x_size());
       auto dw = kcheck::nan_vector<float>(s.w_size());
-      ops::conv2d_forward<float>(s, xf.data(), wf.data(), y.data());
-      ops::conv2d_backward_input<float>(s, dyf.data(), wf.data(), dx.data());
-      ops::conv2d_backward_weight<float>(s, xf.data(), dyf.data(), dw.data());
+      kernels::conv2d_forward<float>(s, xf.data(), wf.data(), y.data());
+      kernels::conv2d_backward_input<float>(s, dyf.data(), wf.data(), dx.data());
+      kernels::conv2d_backward_weight<float>(s, xf.data(), dyf.data(), dw.data());
       std::vector<double> ref_dx, ref_dw;
       naive_backward(s, xr, wr, dyr, ref_dx, ref_dw);
       CHECK(kcheck::max_rel_error(y, naive_forward(s, xr, wr)) < kcheck::kFloatTol);
@@ -157,9 +157,9 @@ TEST_CASE("conv2d: repeated calls are bit-identical", "[kernels][conv2d]") {
   const auto dy = kcheck::cast<float>(kcheck::random_vector(s.y_size(), rng));
   auto run = [&] {
     std::vector<float> y(s.y_size()), dx(s.x_size()), dw(s.w_size());
-    ops::conv2d_forward<float>(s, x.data(), w.data(), y.data());
-    ops::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data());
-    ops::conv2d_backward_weight<float>(s, x.data(), dy.data(), dw.data());
+    kernels::conv2d_forward<float>(s, x.data(), w.data(), y.data());
+    kernels::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data());
+    kernels::conv2d_backward_weight<float>(s, x.data(), dy.data(), dw.data());
     y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
     return y;
@@ -190,9 +190,9 @@ TEST_CASE("conv2d: 1, 2 and 3 threads agree with the naive loops", "[kernels][co
       omp_set_num_threads(threads);
       auto y = kcheck::nan_vector<float>(s.y_size()), dx = kcheck::nan_vector<float>(s.x_size());
       auto dw = kcheck::nan_vector<float>(s.w_size());
-      ops::conv2d_forward<float>(s, x.data(), w.data(), y.data());
-      ops::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data());
-      ops::conv2d_backward_weight<float>(s, x.data(), dy.data(), dw.data());
+      kernels::conv2d_forward<float>(s, x.data(), w.data(), y.data());
+      kernels::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data());
+      kernels::conv2d_backward_weight<float>(s, x.data(), dy.data(), dw.data());
       CHECK(kcheck::max_rel_error(y, ref_y) < kcheck::kFloatTol);
       CHECK(kcheck::max_rel_error(dx, ref_dx) < kcheck::kFloatTol);
       CHECK(kcheck::max_rel_error(dw, ref_dw) < kcheck::kFloatTol);
@@ -203,11 +203,11 @@ TEST_CASE("conv2d: 1, 2 and 3 threads agree with the naive loops", "[kernels][co
 
 TEST_CASE("conv2d: bad shapes are refused", "[kernels][conv2d]") {
   std::vector<float> buffer(1024);
-  CHECK_THROWS_AS(ops::conv2d_forward<float>(Conv2dShape::square(1, 2, 2, 1, 1, 5, 1, 1), buffer.data(),
-                                             buffer.data(), buffer.data()),
+  CHECK_THROWS_AS(kernels::conv2d_forward<float>(Conv2dShape::square(1, 2, 2, 1, 1, 5, 1, 1), buffer.data(),
+                                                 buffer.data(), buffer.data()),
                   std::invalid_argument);
-  CHECK_THROWS_AS(ops::conv2d_forward<float>(Conv2dShape::square(1, 4, 4, 1, 1, 3, 0, 1), buffer.data(),
-                                             buffer.data(), buffer.data()),
+  CHECK_THROWS_AS(kernels::conv2d_forward<float>(Conv2dShape::square(1, 4, 4, 1, 1, 3, 0, 1), buffer.data(),
+                                                 buffer.data(), buffer.data()),
                   std::invalid_argument);
 }
 
@@ -235,9 +235,9 @@ TEST_CASE("conv2d: speed of ResNet-50 layers (prints GFLOP/s)", "[.][kernels-ben
       }
       return s.flops() / best * 1e-9;
     };
-    const double fwd = time([&] { ops::conv2d_forward<float>(s, x.data(), w.data(), y.data()); });
-    const double bin = time([&] { ops::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data()); });
-    const double bwt = time([&] { ops::conv2d_backward_weight<float>(s, x.data(), dy.data(), dw.data()); });
+    const double fwd = time([&] { kernels::conv2d_forward<float>(s, x.data(), w.data(), y.data()); });
+    const double bin = time([&] { kernels::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data()); });
+    const double bwt = time([&] { kernels::conv2d_backward_weight<float>(s, x.data(), dy.data(), dw.data()); });
     std::printf("conv2d %-28s N=%d  %.2f GFLOP per pass  forward %6.1f  grad-input %6.1f  grad-weight %6.1f GFLOP/s\n",
                 name, s.n, s.flops() * 1e-9, fwd, bin, bwt);
   }

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 namespace {
 
@@ -41,12 +41,13 @@ TEST_CASE("fully_connected: fp64 gradients match central finite differences", "[
     const std::vector<double> r = kcheck::random_vector(std::size_t(n) * out, rng);
     auto loss = [&, n = n, in = in, out = out] {
       std::vector<double> y(std::size_t(n) * out);
-      ops::fully_connected_forward<double>(n, in, out, x.data(), w.data(), b.data(), y.data());
+      kernels::fully_connected_forward<double>(n, in, out, x.data(), w.data(), b.data(), y.data());
       return kcheck::dot(y, r);
     };
     auto dx = kcheck::nan_vector<double>(x.size()), dw = kcheck::nan_vector<double>(w.size());
     auto db = kcheck::nan_vector<double>(b.size());
-    ops::fully_connected_backward<double>(n, in, out, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    kernels::fully_connected_backward<double>(n, in, out, x.data(), w.data(), r.data(), dx.data(), dw.data(),
+                                              db.data());
     CHECK(kcheck::finite_difference_error(x, dx, loss) < kcheck::kFiniteDifferenceTol);
     CHECK(kcheck::finite_difference_error(w, dw, loss) < kcheck::kFiniteDifferenceTol);
     CHECK(kcheck::finite_difference_error(b, db, loss) < kcheck::kFiniteDifferenceTol);
@@ -65,8 +66,9 @@ TEST_CASE("fully_connected: fp32 matches the naive loops", "[kernels][fully_conn
     naive(n, in, out, kcheck::widen(x), kcheck::widen(w), kcheck::widen(b), kcheck::widen(dy), ry, rdx, rdw, rdb);
     auto y = kcheck::nan_vector<float>(ry.size()), dx = kcheck::nan_vector<float>(rdx.size());
     auto dw = kcheck::nan_vector<float>(rdw.size()), db = kcheck::nan_vector<float>(rdb.size());
-    ops::fully_connected_forward<float>(n, in, out, x.data(), w.data(), b.data(), y.data());
-    ops::fully_connected_backward<float>(n, in, out, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+    kernels::fully_connected_forward<float>(n, in, out, x.data(), w.data(), b.data(), y.data());
+    kernels::fully_connected_backward<float>(n, in, out, x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                                             db.data());
     CHECK(kcheck::max_rel_error(y, ry) < kcheck::kFloatTol);
     CHECK(kcheck::max_rel_error(dx, rdx) < kcheck::kFloatTol);
     CHECK(kcheck::max_rel_error(dw, rdw) < kcheck::kFloatTol);
@@ -76,8 +78,8 @@ TEST_CASE("fully_connected: fp32 matches the naive loops", "[kernels][fully_conn
     for (int i = 0; i < n; ++i)
       for (int o = 0; o < out; ++o) ry0[std::size_t(i) * out + o] -= double(b[o]);
     auto y0 = kcheck::nan_vector<float>(ry.size()), dw0 = kcheck::nan_vector<float>(rdw.size());
-    ops::fully_connected_forward<float>(n, in, out, x.data(), w.data(), nullptr, y0.data());
-    ops::fully_connected_backward<float>(n, in, out, x.data(), w.data(), dy.data(), nullptr, dw0.data(), nullptr);
+    kernels::fully_connected_forward<float>(n, in, out, x.data(), w.data(), nullptr, y0.data());
+    kernels::fully_connected_backward<float>(n, in, out, x.data(), w.data(), dy.data(), nullptr, dw0.data(), nullptr);
     CHECK(kcheck::max_rel_error(y0, ry0) < kcheck::kFloatTol);
     CHECK(kcheck::bit_identical(dw0, dw));
   }

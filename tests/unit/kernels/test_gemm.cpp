@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 namespace {
 
@@ -32,7 +32,7 @@ void check_gemm(std::mt19937_64& rng, bool ta, bool tb, int m, int n, int k, dou
   auto c = kcheck::cast<T>(kcheck::random_vector(std::size_t(m) * ldc, rng));
   if (beta == 0.0) c = kcheck::nan_vector<T>(c.size());  // beta 0 must not read C
   auto ref = naive(ta, tb, m, n, k, alpha, kcheck::widen(a), lda, kcheck::widen(b), ldb, beta, kcheck::widen(c), ldc);
-  ops::gemm<T>(ta, tb, m, n, k, T(alpha), a.data(), lda, b.data(), ldb, T(beta), c.data(), ldc);
+  kernels::gemm<T>(ta, tb, m, n, k, T(alpha), a.data(), lda, b.data(), ldb, T(beta), c.data(), ldc);
   // Padding columns of C are untouched (compare only the m x n block, padding separately).
   std::vector<T> block;
   std::vector<double> ref_block;
@@ -67,9 +67,9 @@ TEST_CASE("gemm: every transpose combination against the naive loops", "[kernels
 
 TEST_CASE("gemm: k = 0 scales C by beta", "[kernels][gemm]") {
   std::vector<float> c = {1.0f, 2.0f, 3.0f, 4.0f};
-  ops::gemm<float>(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.5f, c.data(), 2);
+  kernels::gemm<float>(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.5f, c.data(), 2);
   CHECK(c == std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f});
   auto nan = kcheck::nan_vector<float>(4);
-  ops::gemm<float>(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, nan.data(), 2);
+  kernels::gemm<float>(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, nan.data(), 2);
   CHECK(nan == std::vector<float>(4, 0.0f));
 }

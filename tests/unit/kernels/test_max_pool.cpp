@@ -6,8 +6,8 @@
 
 #include <limits>
 
-using train::ops::Pool2dShape;
-namespace ops = train::ops;
+using train::kernels::Pool2dShape;
+namespace kernels = train::kernels;
 
 namespace {
 
@@ -56,13 +56,13 @@ TEST_CASE("max_pool: fp64 gradient matches central finite differences", "[kernel
     std::vector<std::int32_t> argmax(s.y_size());
     auto loss = [&] {
       std::vector<double> y(s.y_size());
-      ops::max_pool_forward<double>(s, x.data(), y.data(), argmax.data());
+      kernels::max_pool_forward<double>(s, x.data(), y.data(), argmax.data());
       return kcheck::dot(y, r);
     };
     std::vector<double> y(s.y_size());
-    ops::max_pool_forward<double>(s, x.data(), y.data(), argmax.data());
+    kernels::max_pool_forward<double>(s, x.data(), y.data(), argmax.data());
     auto dx = kcheck::nan_vector<double>(s.x_size());
-    ops::max_pool_backward<double>(s, r.data(), argmax.data(), dx.data());
+    kernels::max_pool_backward<double>(s, r.data(), argmax.data(), dx.data());
     CHECK(kcheck::finite_difference_error(x, dx, loss) < kcheck::kFiniteDifferenceTol);
   }
 }
@@ -80,8 +80,8 @@ TEST_CASE("max_pool: fp32 matches the naive loops", "[kernels][max_pool]") {
     naive(s, kcheck::widen(x), kcheck::widen(dy), ref_y, ref_dx);
     auto y = kcheck::nan_vector<float>(s.y_size()), dx = kcheck::nan_vector<float>(s.x_size());
     std::vector<std::int32_t> argmax(s.y_size(), -7);
-    ops::max_pool_forward<float>(s, x.data(), y.data(), argmax.data());
-    ops::max_pool_backward<float>(s, dy.data(), argmax.data(), dx.data());
+    kernels::max_pool_forward<float>(s, x.data(), y.data(), argmax.data());
+    kernels::max_pool_backward<float>(s, dy.data(), argmax.data(), dx.data());
     CHECK(kcheck::max_rel_error(y, ref_y) == 0.0);  // a max is exact
     CHECK(kcheck::max_rel_error(dx, ref_dx) < kcheck::kFloatTol);
   }
@@ -92,16 +92,16 @@ TEST_CASE("max_pool: ties go to the first element, padding never wins", "[kernel
   std::vector<float> x(16, -5.0f);           // all equal and negative: padding (-inf) must lose
   std::vector<float> y(4);
   std::vector<std::int32_t> argmax(4);
-  ops::max_pool_forward<float>(s, x.data(), y.data(), argmax.data());
+  kernels::max_pool_forward<float>(s, x.data(), y.data(), argmax.data());
   for (float v : y) CHECK(v == -5.0f);
   // Window (oh, ow) starts at input (2 * oh - 1, 2 * ow - 1); its first real element wins.
   CHECK(argmax == std::vector<std::int32_t>{0 * 4 + 0, 0 * 4 + 1, 1 * 4 + 0, 1 * 4 + 1});
   // Overlapping windows both choose input (1, 1): its gradient is the sum.
   std::vector<float> x2(16, 0.0f);
   x2[1 * 4 + 1] = 1.0f;
-  ops::max_pool_forward<float>(s, x2.data(), y.data(), argmax.data());
+  kernels::max_pool_forward<float>(s, x2.data(), y.data(), argmax.data());
   const std::vector<float> dy = {1.0f, 2.0f, 3.0f, 4.0f};
   std::vector<float> dx(16);
-  ops::max_pool_backward<float>(s, dy.data(), argmax.data(), dx.data());
+  kernels::max_pool_backward<float>(s, dy.data(), argmax.data(), dx.data());
   CHECK(dx[1 * 4 + 1] == 1.0f + 2.0f + 3.0f + 4.0f);
 }

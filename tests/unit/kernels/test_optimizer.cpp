@@ -8,9 +8,9 @@
 
 #include <cmath>
 
-using train::ops::SgdOptions;
-using train::ops::SgdTensor;
-namespace ops = train::ops;
+using train::kernels::SgdOptions;
+using train::kernels::SgdTensor;
+namespace kernels = train::kernels;
 
 namespace {
 
@@ -21,7 +21,7 @@ SgdTensor<T> tensor(std::vector<T>& param, const std::vector<T>& grad, std::vect
 }
 
 void step(std::vector<SgdTensor<double>> tensors, const SgdOptions& o) {
-  ops::sgd_step<double>(std::span<const SgdTensor<double>>(tensors), o);
+  kernels::sgd_step<double>(std::span<const SgdTensor<double>>(tensors), o);
 }
 
 }  // namespace
@@ -74,9 +74,9 @@ TEST_CASE("sgd: LARS trust ratio on weight-decayed tensors only, hand-computed",
   std::vector<double> w = {3.0, 4.0}, g = {0.0, 1.0}, b = {0.0, 0.0};
   std::vector<double> bn = {1.0}, bn_g = {0.5}, bn_b = {0.0};     // no weight decay: no LARS either
   std::vector<double> zero = {0.0, 0.0}, zero_g = {1.0, 1.0}, zero_b = {0.0, 0.0};  // ||w|| = 0: trust 1
-  CHECK(ops::lars_trust_ratio(tensor(w, g, b, true), o) == Approx(1.0 / 15).epsilon(1e-15));
-  CHECK(ops::lars_trust_ratio(tensor(bn, bn_g, bn_b, false), o) == 1.0);
-  CHECK(ops::lars_trust_ratio(tensor(zero, zero_g, zero_b, true), o) == 1.0);
+  CHECK(kernels::lars_trust_ratio(tensor(w, g, b, true), o) == Approx(1.0 / 15).epsilon(1e-15));
+  CHECK(kernels::lars_trust_ratio(tensor(bn, bn_g, bn_b, false), o) == 1.0);
+  CHECK(kernels::lars_trust_ratio(tensor(zero, zero_g, zero_b, true), o) == 1.0);
   step({tensor(w, g, b, true), tensor(bn, bn_g, bn_b, false), tensor(zero, zero_g, zero_b, true)}, o);
   CHECK(b[0] == Approx(0.3 / 15).epsilon(1e-15));
   CHECK(b[1] == Approx(1.4 / 15).epsilon(1e-15));
@@ -87,7 +87,7 @@ TEST_CASE("sgd: LARS trust ratio on weight-decayed tensors only, hand-computed",
   // epsilon joins the denominator as in apex's LARC
   o.lars_epsilon = 0.5;
   std::vector<double> w2 = {3.0, 4.0}, g2 = {0.0, 1.0}, b2 = {0.0, 0.0};
-  CHECK(ops::lars_trust_ratio(tensor(w2, g2, b2, true), o) == Approx(0.1 / 2.0).epsilon(1e-15));
+  CHECK(kernels::lars_trust_ratio(tensor(w2, g2, b2, true), o) == Approx(0.1 / 2.0).epsilon(1e-15));
 }
 
 TEST_CASE("sgd: fp32 over many tensors matches the naive loop of torch.optim.SGD", "[kernels][optimizer]") {
@@ -117,7 +117,7 @@ TEST_CASE("sgd: fp32 over many tensors matches the naive loop of torch.optim.SGD
       for (std::size_t t = 0; t < sizes.size(); ++t)
         tensors.push_back({params[t].data(), grads[t].data(), bufs[t].data(), sizes[t], t % 2 == 0});
       for (int s = 0; s < 3; ++s) {
-        ops::sgd_step<float>(std::span<const SgdTensor<float>>(tensors), o);
+        kernels::sgd_step<float>(std::span<const SgdTensor<float>>(tensors), o);
         for (std::size_t t = 0; t < sizes.size(); ++t) {  // torch.optim.SGD (+ apex LARC), in double
           const bool decay = t % 2 == 0;
           const double wd = decay ? o.weight_decay : 0.0;
@@ -172,7 +172,7 @@ TEST_CASE("sgd: 1, 2 and 3 threads give bit-identical steps", "[kernels][optimiz
       for (std::size_t t = 0; t < sizes.size(); ++t) bufs.emplace_back(sizes[t], 0.0f);
       for (std::size_t t = 0; t < sizes.size(); ++t)
         tensors.push_back({params[t].data(), grads[t].data(), bufs[t].data(), sizes[t], t % 2 == 1});
-      for (int s = 0; s < 2; ++s) ops::sgd_step<float>(std::span<const SgdTensor<float>>(tensors), o);
+      for (int s = 0; s < 2; ++s) kernels::sgd_step<float>(std::span<const SgdTensor<float>>(tensors), o);
       omp_set_num_threads(saved);
       std::vector<float> all;
       for (std::size_t t = 0; t < sizes.size(); ++t) {

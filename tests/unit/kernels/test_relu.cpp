@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-namespace ops = train::ops;
+namespace kernels = train::kernels;
 
 TEST_CASE("relu: fp64 gradient matches central finite differences", "[kernels][relu]") {
   std::mt19937_64 rng(31);
@@ -16,13 +16,13 @@ TEST_CASE("relu: fp64 gradient matches central finite differences", "[kernels][r
     const std::vector<double> r = kcheck::random_vector(count, rng);
     auto loss = [&] {
       std::vector<double> y(count);
-      ops::relu_forward<double>(count, x.data(), y.data());
+      kernels::relu_forward<double>(count, x.data(), y.data());
       return kcheck::dot(y, r);
     };
     std::vector<double> y(count);
-    ops::relu_forward<double>(count, x.data(), y.data());
+    kernels::relu_forward<double>(count, x.data(), y.data());
     auto dx = kcheck::nan_vector<double>(count);
-    ops::relu_backward<double>(count, y.data(), r.data(), dx.data());
+    kernels::relu_backward<double>(count, y.data(), r.data(), dx.data());
     CHECK(kcheck::finite_difference_error(x, dx, loss) < kcheck::kFiniteDifferenceTol);
   }
 }
@@ -38,15 +38,15 @@ TEST_CASE("relu: fp32 matches the naive loop, in place too", "[kernels][relu]") 
     ref_dx[i] = x[i] > 0 ? dy[i] : 0.0;
   }
   auto y = kcheck::nan_vector<float>(count), dx = kcheck::nan_vector<float>(count);
-  ops::relu_forward<float>(count, x.data(), y.data());
-  ops::relu_backward<float>(count, y.data(), dy.data(), dx.data());
+  kernels::relu_forward<float>(count, x.data(), y.data());
+  kernels::relu_backward<float>(count, y.data(), dy.data(), dx.data());
   CHECK(kcheck::max_rel_error(y, ref_y) == 0.0);
   CHECK(kcheck::max_rel_error(dx, ref_dx) == 0.0);
   auto inplace = x;
-  ops::relu_forward<float>(count, inplace.data(), inplace.data());
+  kernels::relu_forward<float>(count, inplace.data(), inplace.data());
   CHECK(kcheck::bit_identical(inplace, y));
   auto grad = dy;
-  ops::relu_backward<float>(count, y.data(), grad.data(), grad.data());
+  kernels::relu_backward<float>(count, y.data(), grad.data(), grad.data());
   CHECK(kcheck::bit_identical(grad, dx));
 }
 
@@ -54,12 +54,12 @@ TEST_CASE("relu: NaN propagates as in PyTorch", "[kernels][relu]") {
   const std::vector<float> x = {NAN, -1.0f, 0.0f, 2.0f};
   std::vector<float> y(4), dx(4);
   const std::vector<float> dy = {1.0f, 1.0f, 1.0f, 1.0f};
-  ops::relu_forward<float>(4, x.data(), y.data());
+  kernels::relu_forward<float>(4, x.data(), y.data());
   CHECK(std::isnan(y[0]));
   CHECK(y[1] == 0.0f);
   CHECK(y[2] == 0.0f);
   CHECK(y[3] == 2.0f);
-  ops::relu_backward<float>(4, y.data(), dy.data(), dx.data());
+  kernels::relu_backward<float>(4, y.data(), dy.data(), dx.data());
   CHECK(dx[0] == 1.0f);  // threshold_backward: result <= 0 is false for NaN
   CHECK(dx[1] == 0.0f);
   CHECK(dx[2] == 0.0f);

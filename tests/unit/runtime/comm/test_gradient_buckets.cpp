@@ -7,6 +7,7 @@
 #include <numeric>
 
 using namespace train;
+using namespace train::comm;
 
 namespace {
 
@@ -83,7 +84,7 @@ TEST_CASE("Buckets are sized by the bytes of the elements they send", "[buckets]
 TEST_CASE("Every gradient and parameter of ResNet-50 is 256-byte aligned for any class count", "[buckets]") {
   // Packed back to back from fc.bias, every tensor after it was offset by num_classes elements.
   for (int classes : {10, 37, 101, 257, 1000}) {
-    const ResNetPlan plan = plan_resnet(build_resnet_spec(50, classes), 2, 64, 64);
+    const model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(50, classes), 2, 64, 64);
     const BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
     CAPTURE(classes);
     for (int p = 0; p < plan.parameter_tensors(); ++p) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-using namespace train;
+using namespace train::comm;
 
 namespace {
 

@@ -12,13 +12,14 @@
 #include <vector>
 
 using namespace train;
+using namespace train::model;
 
 namespace {
 
 // One training step in fp64 with the given gradient memory; returns every parameter gradient and the loss.
 std::vector<double> step_gradients(int depth, int size, GradientMemory memory, double* loss) {
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, 10), 3, size, size, memory);
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
   CpuResNet<double> model(std::move(plan), std::move(buckets));
   model.initialize(7);
   std::mt19937 generator(11);
@@ -75,7 +76,7 @@ namespace {
 
 // The layout before tensors were aligned: parameters and gradients packed back to back (the same tensors
 // in the same buckets), to show that alignment moves values without changing one of them.
-void pack_tensors(ResNetPlan& plan, BucketPlan& buckets) {
+void pack_tensors(ResNetPlan& plan, comm::BucketPlan& buckets) {
   size_t offset = 0;
   for (auto& slot : plan.parameters) {
     slot.offset = offset;
@@ -98,11 +99,11 @@ void pack_tensors(ResNetPlan& plan, BucketPlan& buckets) {
 // returns the model state in torchvision's names.
 ExportedTensors train_three_steps(bool packed) {
   ResNetPlan plan = plan_resnet(build_resnet_spec(18, 37), 4, 32, 32);
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 18);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 18);
   if (packed) pack_tensors(plan, buckets);
   CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(5);
-  ops::SgdOptions options;
+  kernels::SgdOptions options;
   options.lr = 0.1;
   options.momentum = 0.9;
   options.weight_decay = 1e-4;

@@ -5,6 +5,7 @@
 #include <set>
 
 using namespace train;
+using namespace train::model;
 
 TEST_CASE("ResNet-50 has torchvision's 161 parameter tensors and 25,557,032 parameters", "[model]") {
   auto spec = build_resnet_spec(50, 1000);

@@ -173,21 +173,21 @@ TEST_CASE("initial weights: a file of another model is refused, naming the tenso
 }
 
 TEST_CASE("initial weights: ResNet-50 with 1000 classes starts a 10-class ResNet-50", "[model_io]") {
-  auto to_expected = [](const train::ResNetSpec& spec) {
+  auto to_expected = [](const train::model::ResNetSpec& spec) {
     std::vector<ExpectedTensor> expected;
     for (const auto& tensor : spec.tensors) {
       expected.push_back({tensor.name, tensor.shape,
-                          tensor.role == train::TensorRole::bn_batches_tracked ? Dtype::I64 : Dtype::F32});
+                          tensor.role == train::model::TensorRole::bn_batches_tracked ? Dtype::I64 : Dtype::F32});
     }
     return expected;
   };
-  auto imagenet = to_expected(train::build_resnet_spec(50, 1000));
-  auto ten = to_expected(train::build_resnet_spec(50, 10));
+  auto imagenet = to_expected(train::model::build_resnet_spec(50, 1000));
+  auto ten = to_expected(train::model::build_resnet_spec(50, 10));
   auto weights = select_initial_weights(file_for(imagenet), "m", ten, "resnet50");
   CHECK(weights.reinitialise == std::vector<std::string>{"fc.weight", "fc.bias"});
   CHECK(weights.tensors.size() == ten.size() - 2);
   // ResNet-18's file is refused for ResNet-50 (its first bottleneck's 1x1 conv is a 3x3 there).
-  auto eighteen = to_expected(train::build_resnet_spec(18, 10));
+  auto eighteen = to_expected(train::model::build_resnet_spec(18, 10));
   CHECK(error_of(file_for(eighteen), ten) ==
         "model/model.safetensors: tensor \"layer1.0.conv1.weight\": shape [64, 64, 3, 3] in the file, but resnet50 "
         "has [64, 64, 1, 1] (a different architecture or depth?)");

@@ -21,6 +21,8 @@
 #include <set>
 
 using namespace train;
+using namespace train::timeline;
+using train::model::Pass;
 
 TEST_CASE("timeline: step ranges", "[timeline]") {
   CHECK(parse_step_range("11-20") == StepRange{11, 20});
@@ -68,7 +70,7 @@ TEST_CASE("timeline: the timeline_steps hyperparameter and TRAIN_TIMELINE", "[ti
 
 TEST_CASE("timeline: layer groups of every ResNet", "[timeline]") {
   for (int depth : {18, 50, 152}) {
-    const ResNetSpec spec = build_resnet_spec(depth, 10);
+    const model::ResNetSpec spec = model::build_resnet_spec(depth, 10);
     int previous = 0;
     std::set<int> seen;
     for (const auto& layer : spec.layers) {
@@ -76,18 +78,19 @@ TEST_CASE("timeline: layer groups of every ResNet", "[timeline]") {
       CHECK(layer.group >= previous);  // forward order: stem, layer1..4, head
       previous = layer.group;
       seen.insert(layer.group);
-      if (layer.name.rfind("layer", 0) == 0) CHECK(layer_group_name(layer.group) == layer.name.substr(0, 6));
+      if (layer.name.rfind("layer", 0) == 0) CHECK(model::layer_group_name(layer.group) == layer.name.substr(0, 6));
     }
-    CHECK(seen.size() == static_cast<size_t>(layer_groups));
+    CHECK(seen.size() == static_cast<size_t>(model::layer_groups));
     CHECK(spec.layers.front().group == 0);
-    CHECK(std::string(layer_group_name(spec.layers.back().group)) == "head");
+    CHECK(std::string(model::layer_group_name(spec.layers.back().group)) == "head");
   }
 }
 
 TEST_CASE("timeline: the passes mark each layer group forward and backward, only when asked", "[timeline]") {
-  ResNetPlan plan = plan_resnet(build_resnet_spec(18, 10), 2, 32, 32, GradientMemory::per_activation);
-  BucketPlan buckets = plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
-  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  model::ResNetPlan plan =
+      model::plan_resnet(model::build_resnet_spec(18, 10), 2, 32, 32, model::GradientMemory::per_activation);
+  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
+  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
   model.initialize(3);
   std::vector<float> images(2 * 32 * 32 * 3, 0.5f);
   const std::vector<int32_t> labels = {1, 2};
@@ -197,10 +200,10 @@ std::vector<int64_t> step_row(size_t buckets, int64_t start, bool device) {
     r.at(l.at(Mark::compute_begin));
   }
   r.at(l.at(Mark::forward_begin), 20);
-  for (int g = 0; g < layer_groups; ++g) r.at(l.forward_group(g));
+  for (int g = 0; g < model::layer_groups; ++g) r.at(l.forward_group(g));
   r.at(l.at(Mark::forward_end));
-  for (int g = layer_groups - 1; g >= 0; --g) {
-    r.at(l.backward_group(g), g == layer_groups - 1 ? 5 : 10);
+  for (int g = model::layer_groups - 1; g >= 0; --g) {
+    r.at(l.backward_group(g), g == model::layer_groups - 1 ? 5 : 10);
     if (g == 4) r.at(l.bucket_start(0), 1);  // bucket 0 starts inside backward
   }
   r.at(l.at(Mark::backward_end));
