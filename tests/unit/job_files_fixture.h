@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace train::testing {
 
@@ -65,5 +66,14 @@ struct MalformedCase {
   std::string input;
   std::string expected;
 };
+
+// Each row of `cases` through `parse` (a function of the input text), one generated section a row: each must
+// throw ConfigError with its row's exact message.
+template <typename Parse>
+void require_each_malformed_message(const std::vector<MalformedCase>& cases, Parse parse) {
+  const auto& row = GENERATE_COPY(from_range(cases));
+  INFO("case: " << row.label << "\ninput: " << row.input);
+  REQUIRE(config_error_message([&] { parse(row.input); }) == row.expected);
+}
 
 }  // namespace train::testing
