@@ -235,13 +235,7 @@ TEST_CASE("loader: every sample exactly once per epoch across ranks (synthetic d
     std::map<int64_t, int> seen;
     int64_t batches = -1;
     for (int rank = 0; rank < ranks; ++rank) {
-      LoaderOptions options;
-      options.batch_size = 2;
-      options.threads = 2;
-      options.epochs = 1;
-      options.rank = rank;
-      options.ranks = ranks;
-      BatchLoader loader(source, options);
+      BatchLoader loader(source, {.batch_size = 2, .threads = 2, .rank = rank, .ranks = ranks, .epochs = 1});
       const auto all = drain(loader);
       if (batches < 0) batches = static_cast<int64_t>(all.size());
       CHECK(static_cast<int64_t>(all.size()) == batches);  // the same number of steps on every rank

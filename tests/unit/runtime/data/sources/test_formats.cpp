@@ -30,14 +30,8 @@ DataOptions small_options(Augmentation augmentation = Augmentation::crop) {
 }
 
 std::vector<Batch> all_batches(std::shared_ptr<const SampleSource> source, int rank, int ranks, uint64_t seed) {
-  LoaderOptions options;
-  options.batch_size = 4;
-  options.threads = 3;
-  options.epochs = 2;
-  options.seed = seed;
-  options.rank = rank;
-  options.ranks = ranks;
-  BatchLoader loader(std::move(source), options);
+  BatchLoader loader(std::move(source),
+                     {.batch_size = 4, .threads = 3, .seed = seed, .rank = rank, .ranks = ranks, .epochs = 2});
   return drain(loader);
 }
 
