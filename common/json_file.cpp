@@ -177,6 +177,12 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   return parse_json_text(read_small_file(path, max_config_file_bytes), path.string());
 }
 
+void require_json_object(const nlohmann::json& document, const std::string& source, std::string_view what) {
+  if (!document.is_object()) {
+    throw ConfigError(fmt::format("{}: expected a JSON object {}, got {}", source, what, describe_json_type(document)));
+  }
+}
+
 std::string describe_json_type(const nlohmann::json& value) {
   switch (value.type()) {
     case nlohmann::json::value_t::null: return "null";

@@ -27,6 +27,10 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 // Reads a whole file into a string, refusing anything over `limit` bytes. Throws ConfigError.
 std::string read_small_file(const std::filesystem::path& path, size_t limit);
 
+// Throws ConfigError "<source>: expected a JSON object <what>, got <its type>" unless `document` is one: the
+// top level of every config file.
+void require_json_object(const nlohmann::json& document, const std::string& source, std::string_view what);
+
 // A short description of a JSON value's type for messages: "a string", "a number", "null", ...
 std::string describe_json_type(const nlohmann::json& value);
 

@@ -13,4 +13,9 @@ inline int64_t monotonic_ns(std::chrono::steady_clock::time_point time) {
 
 inline int64_t monotonic_ns() { return monotonic_ns(std::chrono::steady_clock::now()); }
 
+// Whole seconds from `start` to now on that clock: what the launcher's progress lines count.
+inline long long seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace train

@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/monotonic_clock.h"
 #include "common/temporary_directory.h"
 #include "entrypoint/batch_registration.h"
 #include "entrypoint/child_process.h"
@@ -37,10 +38,6 @@ constexpr auto progress_every = std::chrono::seconds(15);
 // The master's wait for its peers: each probe's bound, and how often the hosts still silent are listed.
 constexpr auto peer_probe_timeout = std::chrono::milliseconds(1500);
 constexpr auto peers_progress_every = std::chrono::seconds(5);
-
-long long seconds_since(clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::seconds>(clock::now() - start).count();
-}
 
 // This host's address on the job's interface; a missing interface is a configuration error on every host.
 std::string own_address(const JobDescription& job) {

@@ -2,6 +2,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/monotonic_clock.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/host_failure.h"
 #include "entrypoint/network_probe.h"
@@ -26,10 +27,6 @@ constexpr auto progress_every = std::chrono::seconds(30);
 // How long a worker stays after its master is gone, so that the master's exit is seen first.
 constexpr auto master_gone_margin = std::chrono::seconds(2);
 
-long long seconds_since(clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::seconds>(clock::now() - start).count();
-}
-
 // Tracks whether the master still answers, probing its sshd every few seconds.
 class MasterWatch {
  public:
@@ -45,7 +42,7 @@ class MasterWatch {
     if (ssh_answers(address_, settings_.ssh_port, probe_timeout, &why_not)) {
       if (silent_since_logged_) {
         log_info("the master {} answers again after {} s", job_.cluster.master_host,
-                 std::chrono::duration_cast<std::chrono::seconds>(clock::now() - last_answer_).count());
+                 seconds_since(last_answer_));
         silent_since_logged_ = false;
       }
       last_answer_ = clock::now();

@@ -218,10 +218,7 @@ nlohmann::json Hyperparameters::effective() const {
 
 Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
                                       Workload workload, const PythonValue* toolkit_document) {
-  if (!document.is_object()) {
-    throw ConfigError(fmt::format("{}: expected a JSON object mapping hyperparameter names to string values, got {}",
-                                  source, describe_json_type(document)));
-  }
+  require_json_object(document, source, "mapping hyperparameter names to string values");
   Hyperparameters result;
   ConfigProblems problems;
   std::map<std::string, std::string> given_through;  // schema name -> the key that set it

@@ -87,10 +87,7 @@ Channel parse_channel(const std::string& name, const nlohmann::json& settings, c
 }  // namespace
 
 InputDataConfig parse_input_data_config(const nlohmann::json& document, const std::string& source) {
-  if (!document.is_object()) {
-    throw ConfigError(fmt::format("{}: expected a JSON object mapping channel names to their settings, got {}", source,
-                                  describe_json_type(document)));
-  }
+  require_json_object(document, source, "mapping channel names to their settings");
   InputDataConfig config;
   config.document = document;
   ConfigProblems problems;  // every channel's problems at once, as `train validate` promises

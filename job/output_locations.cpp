@@ -17,10 +17,7 @@ std::filesystem::path local_path(const std::filesystem::path& file, const JobPat
   std::error_code error;
   if (!std::filesystem::exists(file, error)) return fallback;
   const nlohmann::json document = read_json_file(file);
-  if (!document.is_object()) {
-    throw ConfigError(fmt::format("{}: expected a JSON object such as {{\"LocalPath\": \"{}\"}}, got {}",
-                                  file.string(), fallback.string(), describe_json_type(document)));
-  }
+  require_json_object(document, file.string(), fmt::format("such as {{\"LocalPath\": \"{}\"}}", fallback.string()));
   auto it = document.find("LocalPath");
   if (it == document.end() || it->is_null()) return fallback;
   if (!it->is_string() || it->get_ref<const std::string&>().empty() || it->get_ref<const std::string&>()[0] != '/') {

@@ -249,63 +249,64 @@ class PythonJsonParser {
     }
   }
 
-  std::optional<PythonValue> parse_object(int depth) {
+  // From the opening bracket: elements, each read by parse_element() (false where there is none), separated
+  // by commas and ended by `close`, whitespace around each. False where the text is not such a sequence.
+  template <typename ParseElement>
+  bool parse_sequence(char close, const ParseElement& parse_element) {
     ++position_;
-    PythonValue value;
-    value.kind = PythonValue::Kind::dict;
     skip_whitespace();
-    if (peek() == '}') {
+    if (peek() == close) {
       ++position_;
-      return value;
+      return true;
     }
     while (true) {
-      if (peek() != '"') return std::nullopt;
-      auto key = parse_string();
-      if (!key) return std::nullopt;
+      if (!parse_element()) return false;
       skip_whitespace();
-      if (peek() != ':') return std::nullopt;
-      ++position_;
-      skip_whitespace();
-      auto item = parse_value(depth + 1);
-      if (!item) return std::nullopt;
-      // A repeated key keeps its first place and takes the later value, as a Python dict does.
-      auto same = std::find_if(value.entries.begin(), value.entries.end(),
-                               [&](const auto& entry) { return entry.first == *key; });
-      if (same != value.entries.end()) same->second = std::move(*item);
-      else value.entries.emplace_back(std::move(*key), std::move(*item));
-      skip_whitespace();
-      if (peek() == '}') {
+      if (peek() == close) {
         ++position_;
-        return value;
+        return true;
       }
-      if (peek() != ',') return std::nullopt;
+      if (peek() != ',') return false;
       ++position_;
       skip_whitespace();
     }
   }
 
+  std::optional<PythonValue> parse_object(int depth) {
+    PythonValue value;
+    value.kind = PythonValue::Kind::dict;
+    const bool parsed = parse_sequence('}', [&] {
+      if (peek() != '"') return false;
+      auto key = parse_string();
+      if (!key) return false;
+      skip_whitespace();
+      if (peek() != ':') return false;
+      ++position_;
+      skip_whitespace();
+      auto item = parse_value(depth + 1);
+      if (!item) return false;
+      // A repeated key keeps its first place and takes the later value, as a Python dict does.
+      auto same = std::find_if(value.entries.begin(), value.entries.end(),
+                               [&](const auto& entry) { return entry.first == *key; });
+      if (same != value.entries.end()) same->second = std::move(*item);
+      else value.entries.emplace_back(std::move(*key), std::move(*item));
+      return true;
+    });
+    if (!parsed) return std::nullopt;
+    return value;
+  }
+
   std::optional<PythonValue> parse_array(int depth) {
-    ++position_;
     PythonValue value;
     value.kind = PythonValue::Kind::list;
-    skip_whitespace();
-    if (peek() == ']') {
-      ++position_;
-      return value;
-    }
-    while (true) {
+    const bool parsed = parse_sequence(']', [&] {
       auto item = parse_value(depth + 1);
-      if (!item) return std::nullopt;
+      if (!item) return false;
       value.items.push_back(std::move(*item));
-      skip_whitespace();
-      if (peek() == ']') {
-        ++position_;
-        return value;
-      }
-      if (peek() != ',') return std::nullopt;
-      ++position_;
-      skip_whitespace();
-    }
+      return true;
+    });
+    if (!parsed) return std::nullopt;
+    return value;
   }
 
   std::string_view text_;

@@ -76,10 +76,7 @@ std::string optional_string(const nlohmann::json& document, const char* key, con
 }  // namespace
 
 ResourceConfig parse_resource_config(const nlohmann::json& document, const std::string& source) {
-  if (!document.is_object()) {
-    throw ConfigError(fmt::format("{}: expected a JSON object with \"current_host\" and \"hosts\", got {}", source,
-                                  describe_json_type(document)));
-  }
+  require_json_object(document, source, "with \"current_host\" and \"hosts\"");
   ResourceConfig config;
   config.document = document;
 

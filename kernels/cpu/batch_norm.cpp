@@ -76,15 +76,7 @@ void forward_train(const char* op, Epilogue epilogue, std::int64_t rows, int cha
   }
   const int cn = channels;
   std::vector<double> mean(cn), var(cn);
-  cpu::blocked_column_sums(
-      rows, cn,
-      [&](std::int64_t r0, std::int64_t r1, double* acc) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          const T* xr = x + r * cn;
-          for (int c = 0; c < cn; ++c) acc[c] += static_cast<double>(xr[c]);
-        }
-      },
-      mean.data());
+  cpu::column_sums(rows, cn, x, mean.data());
   for (int c = 0; c < cn; ++c) mean[c] /= static_cast<double>(rows);
   cpu::blocked_column_sums(
       rows, cn,

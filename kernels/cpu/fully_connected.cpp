@@ -24,15 +24,7 @@ void fully_connected_backward(int n, int in, int out, const T* x, const T* w, co
   gemm<T>(true, false, out, in, n, T(1), dy, out, x, in, T(0), dw, in);
   if (db == nullptr) return;
   std::vector<double> sums(static_cast<std::size_t>(out));
-  cpu::blocked_column_sums(
-      n, out,
-      [&](std::int64_t r0, std::int64_t r1, double* acc) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          const T* g = dy + r * out;
-          for (int o = 0; o < out; ++o) acc[o] += static_cast<double>(g[o]);
-        }
-      },
-      sums.data());
+  cpu::column_sums(n, out, dy, sums.data());
   for (int o = 0; o < out; ++o) db[o] = static_cast<T>(sums[o]);
 }
 

@@ -38,6 +38,20 @@ void blocked_column_sums(std::int64_t rows, std::int64_t width, Accumulate&& acc
   }
 }
 
+// The per-column sums of the row-major rows x width matrix m, in double (in blocked_column_sums' order).
+template <typename T>
+void column_sums(std::int64_t rows, int width, const T* m, double* out) {
+  blocked_column_sums(
+      rows, width,
+      [&](std::int64_t r0, std::int64_t r1, double* acc) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          const T* row = m + r * width;
+          for (int c = 0; c < width; ++c) acc[c] += static_cast<double>(row[c]);
+        }
+      },
+      out);
+}
+
 // A grow-only buffer of T per calling thread (the column matrices of conv2d_*).
 template <typename T>
 T* thread_scratch(std::size_t count) {

@@ -77,6 +77,14 @@ int main(int argc, char** argv) {
     by_kind[kind] += seconds;
     by_layer.emplace_back(seconds, layer.name + " " + kind);
   };
+  // Times a layer's forward op, then its backward op, and records each under its kind.
+  auto record_pass = [&](const model::LayerSpec& layer, const std::string& forward_kind, const auto& forward,
+                         const std::string& backward_kind, const auto& backward) {
+    const double forward_seconds = seconds_of(forward);
+    const double backward_seconds = seconds_of(backward);
+    record(layer, forward_kind, forward_seconds);
+    record(layer, backward_kind, backward_seconds);
+  };
   for (const model::LayerSpec& layer : spec.layers) {
     const Shape in = shapes[static_cast<std::size_t>(layer.input)];
     Shape out = in;
@@ -85,7 +93,7 @@ int main(int argc, char** argv) {
     switch (layer.kind) {
       case model::LayerKind::conv: {
         const auto s = kernels::Conv2dShape::square(in.n, in.h, in.w, in.c, layer.out_channels, layer.kernel,
-                                                    layer.stride, layer.padding);
+                                                layer.stride, layer.padding);
         out = {in.n, s.out_h(), s.out_w(), layer.out_channels};
         const auto w = random_values(s.w_size(), generator);
         std::vector<float> y(static_cast<std::size_t>(out.size())), dw(w.size());
@@ -112,33 +120,29 @@ int main(int argc, char** argv) {
             invstd(gamma.size()), dgamma(gamma.size()), dbeta(gamma.size());
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const auto dy = random_values(in.size(), generator);
-        double forward = 0, backward = 0;
-        {
-          forward += seconds_of([&] {
-            kernels::batch_norm_forward_train(rows, in.c, x, gamma.data(), beta.data(), 1e-5f, 0.1f,
-                                              running_mean.data(), running_var.data(), y.data(), mean.data(),
-                                              invstd.data());
-          });
-          backward += seconds_of([&] {
-            kernels::batch_norm_backward(rows, in.c, x, dy.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
-                                         dgamma.data(), dbeta.data());
-          });
-        }
-        record(layer, "batch norm forward", forward);
-        record(layer, "batch norm backward", backward);
+        record_pass(
+            layer, "batch norm forward",
+            [&] {
+              kernels::batch_norm_forward_train(rows, in.c, x, gamma.data(), beta.data(), 1e-5f, 0.1f,
+                                                running_mean.data(), running_var.data(), y.data(), mean.data(),
+                                                invstd.data());
+            },
+            "batch norm backward",
+            [&] {
+              kernels::batch_norm_backward(rows, in.c, x, dy.data(), gamma.data(), mean.data(), invstd.data(),
+                                           dx.data(), dgamma.data(), dbeta.data());
+            });
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
       case model::LayerKind::relu: {
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const auto dy = random_values(in.size(), generator);
-        double forward = 0, backward = 0;
-        {
-          forward += seconds_of([&] { kernels::relu_forward(in.size(), x, y.data()); });
-          backward += seconds_of([&] { kernels::relu_backward(in.size(), y.data(), dy.data(), dx.data()); });
-        }
-        record(layer, "relu forward", forward);
-        record(layer, "relu backward", backward);
+        record_pass(
+            layer, "relu forward",
+            [&] { kernels::relu_forward(in.size(), x, y.data()); },
+            "relu backward",
+            [&] { kernels::relu_backward(in.size(), y.data(), dy.data(), dx.data()); });
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
@@ -148,65 +152,57 @@ int main(int argc, char** argv) {
         std::vector<float> y(static_cast<std::size_t>(out.size()));
         std::vector<std::int32_t> argmax(y.size());
         const auto dy = random_values(out.size(), generator);
-        double forward = 0, backward = 0;
-        {
-          forward += seconds_of([&] { kernels::max_pool_forward(s, x, y.data(), argmax.data()); });
-          backward += seconds_of([&] { kernels::max_pool_backward(s, dy.data(), argmax.data(), dx.data()); });
-        }
-        record(layer, "max pool forward", forward);
-        record(layer, "max pool backward", backward);
+        record_pass(
+            layer, "max pool forward",
+            [&] { kernels::max_pool_forward(s, x, y.data(), argmax.data()); },
+            "max pool backward",
+            [&] { kernels::max_pool_backward(s, dy.data(), argmax.data(), dx.data()); });
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
       case model::LayerKind::residual_add: {
         std::vector<float> y(static_cast<std::size_t>(in.size()));
         const float* b = values[static_cast<std::size_t>(layer.input_b)].data();
-        double forward = 0, backward = 0;
-        {
-          forward += seconds_of([&] { kernels::add(in.size(), x, b, y.data()); });
-          // backward: the shortcut's gradient is copied and later summed with the branch's at the fork
-          backward += seconds_of([&] {
-            std::copy(y.begin(), y.end(), dx.begin());
-            kernels::add(in.size(), dx.data(), y.data(), dx.data());
-          });
-        }
-        record(layer, "add forward", forward);
-        record(layer, "add backward (copy + junction add)", backward);
+        record_pass(
+            layer, "add forward",
+            [&] { kernels::add(in.size(), x, b, y.data()); },
+            // backward: the shortcut's gradient is copied and later summed with the branch's at the fork
+            "add backward (copy + junction add)",
+            [&] {
+              std::copy(y.begin(), y.end(), dx.begin());
+              kernels::add(in.size(), dx.data(), y.data(), dx.data());
+            });
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
       case model::LayerKind::global_avg_pool: {
         out = {in.n, 1, 1, in.c};
         std::vector<float> y(static_cast<std::size_t>(out.size()));
-        double forward = 0, backward = 0;
-        {
-          forward += seconds_of([&] { kernels::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y.data()); });
-          backward +=
-              seconds_of([&] { kernels::global_avg_pool_backward(in.n, in.h * in.w, in.c, y.data(), dx.data()); });
-        }
-        record(layer, "avg pool forward", forward);
-        record(layer, "avg pool backward", backward);
+        record_pass(
+            layer, "avg pool forward",
+            [&] { kernels::global_avg_pool_forward(in.n, in.h * in.w, in.c, x, y.data()); },
+            "avg pool backward",
+            [&] { kernels::global_avg_pool_backward(in.n, in.h * in.w, in.c, y.data(), dx.data()); });
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
       case model::LayerKind::fully_connected: {
         out = {in.n, 1, 1, layer.out_channels};
         const auto w = random_values(std::int64_t{layer.out_channels} * in.c, generator);
-        std::vector<float> b(static_cast<std::size_t>(layer.out_channels), 0.0f), y(static_cast<std::size_t>(out.size()));
+        std::vector<float> b(static_cast<std::size_t>(layer.out_channels), 0.0f);
+        std::vector<float> y(static_cast<std::size_t>(out.size()));
         std::vector<float> dw(w.size()), db(b.size()), dy(y.size());
-        double forward = 0, backward = 0;
-        {
-          forward += seconds_of([&] {
-            kernels::fully_connected_forward(in.n, in.c, layer.out_channels, x, w.data(), b.data(), y.data());
-            kernels::softmax_cross_entropy(in.n, layer.out_channels, y.data(), labels.data(), 0.0f, dy.data());
-          });
-          backward += seconds_of([&] {
-            kernels::fully_connected_backward(in.n, in.c, layer.out_channels, x, w.data(), dy.data(), dx.data(),
-                                              dw.data(), db.data());
-          });
-        }
-        record(layer, "fc + loss forward", forward);
-        record(layer, "fc backward", backward);
+        record_pass(
+            layer, "fc + loss forward",
+            [&] {
+              kernels::fully_connected_forward(in.n, in.c, layer.out_channels, x, w.data(), b.data(), y.data());
+              kernels::softmax_cross_entropy(in.n, layer.out_channels, y.data(), labels.data(), 0.0f, dy.data());
+            },
+            "fc backward",
+            [&] {
+              kernels::fully_connected_backward(in.n, in.c, layer.out_channels, x, w.data(), dy.data(), dx.data(),
+                                            dw.data(), db.data());
+            });
         values[static_cast<std::size_t>(layer.output)] = std::move(y);
         break;
       }
@@ -216,12 +212,14 @@ int main(int argc, char** argv) {
 
   double total = 0;
   for (const auto& [kind, seconds] : by_kind) total += seconds;
-  fmt::print("resnet{} batch {} {}x{}: {:.3f} CPU s per step in ops ({:.2f} images per CPU s)\n", depth, batch, size, size, total,
-             batch / total);
+  fmt::print("resnet{} batch {} {}x{}: {:.3f} CPU s per step in ops ({:.2f} images per CPU s)\n", depth, batch, size,
+             size, total, batch / total);
   std::vector<std::pair<double, std::string>> kinds;
   for (const auto& [kind, seconds] : by_kind) kinds.emplace_back(seconds, kind);
   std::sort(kinds.rbegin(), kinds.rend());
-  for (const auto& [seconds, kind] : kinds) fmt::print("  {:8.2f} ms {:5.1f}%  {}\n", seconds * 1e3, 100 * seconds / total, kind);
+  for (const auto& [seconds, kind] : kinds) {
+    fmt::print("  {:8.2f} ms {:5.1f}%  {}\n", seconds * 1e3, 100 * seconds / total, kind);
+  }
   std::sort(by_layer.rbegin(), by_layer.rend());
   fmt::print("slowest layers:\n");
   for (std::size_t i = 0; i < std::min<std::size_t>(15, by_layer.size()); ++i) {

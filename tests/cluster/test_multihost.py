@@ -16,7 +16,6 @@ mount namespace per host, a real sshd on each, each host's own /opt/ml), started
 
 Runs as root (namespaces, sshd). Run: /usr/bin/python3 test_multihost.py --train PATH
 """
-import argparse
 import json
 import os
 import random
@@ -37,6 +36,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import simcluster  # noqa: E402
+from command_line import paths_and_unittest_argv  # noqa: E402
 from safetensors_numpy import read_safetensors  # noqa: E402
 
 TRAIN = None
@@ -180,6 +180,14 @@ class MultiHostTest(unittest.TestCase):
     def start_all(self, job, order=None, delays=None):
         for host in order or job.cluster.hosts:
             job.start(host, (delays or {}).get(host, 0.0))
+
+    def start_training(self, cluster, hyperparameters=LONG_JOB, env=FAST_FAULTS, until_step=2):
+        """The SageMaker job started on every host, once the master has logged step `until_step`."""
+        simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters))
+        job = Job(cluster, env=env)
+        self.start_all(job)
+        job.wait_for_line("algo-1", rf"step={until_step} ")
+        return job
 
     # -- training across hosts -------------------------------------------------------------------------
 
@@ -370,10 +378,7 @@ class MultiHostTest(unittest.TestCase):
 
     def test_rank_killed_on_a_worker(self):
         with self.cluster() as cluster:
-            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
-            job = Job(cluster, env=FAST_FAULTS)
-            self.start_all(job)
-            job.wait_for_line("algo-1", r"step=2 ")
+            job = self.start_training(cluster)
             victims = rank_processes(cluster, "algo-2")
             self.assertEqual(len(victims), 2, job.describe())
             os.kill(victims[1], signal.SIGKILL)
@@ -408,10 +413,7 @@ class MultiHostTest(unittest.TestCase):
 
     def test_master_killed(self):
         with self.cluster() as cluster:
-            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
-            job = Job(cluster, env=FAST_FAULTS)
-            self.start_all(job)
-            job.wait_for_line("algo-1", r"step=2 ")
+            job = self.start_training(cluster)
             killed_at = time.monotonic()
             for pid in cluster.pids("algo-1"):  # the host dies: every process on it at once
                 try:
@@ -432,10 +434,7 @@ class MultiHostTest(unittest.TestCase):
     def test_sigterm_to_master_checkpoints_and_restart_resumes(self):
         hyperparameters = dict(LONG_JOB, max_steps=24)
         with self.cluster() as cluster:
-            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters))
-            job = Job(cluster, env=FAST_FAULTS)
-            self.start_all(job)
-            job.wait_for_line("algo-1", r"step=2 ")
+            job = self.start_training(cluster, hyperparameters)
             stopped_at = time.monotonic()
             job.processes["algo-1"].send_signal(signal.SIGTERM)
             codes = job.wait(timeout=120)
@@ -587,10 +586,7 @@ class MultiHostTest(unittest.TestCase):
 
     def test_hanging_rank_becomes_a_failure(self):
         with self.cluster() as cluster:
-            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
-            job = Job(cluster, env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"))
-            self.start_all(job)
-            job.wait_for_line("algo-1", r"step=2 ")
+            job = self.start_training(cluster, env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"))
             hung = rank_processes(cluster, "algo-3")[0]
             os.kill(hung, signal.SIGSTOP)
             codes = job.wait(timeout=120)
@@ -625,11 +621,8 @@ class MultiHostTest(unittest.TestCase):
         """The worker's interface goes down after step 10: its daemon can never be told to end, and mpirun
         would wait for it for ever. The master ends within a minute with rank 0's (or 1's) reason."""
         with self.cluster(hosts=2) as cluster:
-            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(
-                dict(LONG_JOB, max_steps=100000)))
-            job = Job(cluster, env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"))
-            self.start_all(job)
-            job.wait_for_line("algo-1", r"step=10 ")
+            job = self.start_training(cluster, dict(LONG_JOB, max_steps=100000),
+                                      env=dict(FAST_FAULTS, TRAIN_STEP_TIMEOUT_SECONDS="8"), until_step=10)
             cut_at = time.monotonic()
             simcluster.run_tool(["ip", "-n", cluster.netns("algo-2"), "link", "set", cluster.interface, "down"])
             codes = job.wait(timeout=150)
@@ -647,10 +640,7 @@ class MultiHostTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--train", required=True)
-    args, rest = parser.parse_known_args()
-    TRAIN = os.path.abspath(args.train)
+    (TRAIN,), argv = paths_and_unittest_argv("--train")
     if os.geteuid() != 0:
         sys.exit("test_multihost.py must run as root (network namespaces, sshd); it cannot be skipped")
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    unittest.main(argv=argv, verbosity=2)

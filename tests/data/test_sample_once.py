@@ -15,7 +15,6 @@ tests/support/pipe_feeder.py playing SageMaker's part.
 
 Run: /usr/bin/python3 test_sample_once.py --train PATH
 """
-import argparse
 import collections
 import json
 import os
@@ -36,6 +35,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import simcluster  # noqa: E402
 from make_dataset_records import bytes_feature, example, int64_feature, tfrecord  # noqa: E402
 from make_fashion_mnist_folder import png_gray8  # noqa: E402
+from command_line import paths_and_unittest_argv  # noqa: E402
 from pipe_feeder import PipeFeeder  # noqa: E402
 
 TRAIN = None
@@ -354,8 +354,5 @@ class SampleOnce(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--train", required=True)
-    args, rest = parser.parse_known_args()
-    TRAIN = os.path.abspath(args.train)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
+    (TRAIN,), argv = paths_and_unittest_argv("--train")
+    unittest.main(argv=argv, verbosity=2)

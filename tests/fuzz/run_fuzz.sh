@@ -3,27 +3,11 @@
 # a seed corpus of valid job description files, and fuzzes for a bounded time. Exits non-zero on any crash,
 # sanitizer report or unexpected exception (libFuzzer leaves the input as BUILD_DIR/crash-*).
 #
-#   tests/fuzz/run_fuzz.sh BUILD_DIR        FUZZ_SECONDS (default 30) bounds the run; CXX defaults to clang++
+#   tests/fuzz/run_fuzz.sh BUILD_DIR        FUZZ_SECONDS (default 30) bounds the run; FUZZ_CXX defaults to clang++
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/fuzz_common.sh" 30 "$@"
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-build="$1"
-cxx="${FUZZ_CXX:-clang++}"
-seconds="${FUZZ_SECONDS:-30}"
-
-if ! command -v "$cxx" >/dev/null 2>&1; then
-  echo "run_fuzz.sh: FAILED: $cxx not found; the fuzz targets need clang++ with libFuzzer (Debian: apt-get install clang)" >&2
-  exit 1
-fi
-
-mkdir -p "$build/obj" "$build/corpus/job_config"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-       -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
+mkdir -p "$build/corpus/job_config"
 # The target links common/ and job/ as the build has them: every source of their CMake libraries, compiled
 # here with the fuzzer's instrumentation into one archive, from which the linker takes what the parsers
 # need (a new source file in either library needs no change here).
@@ -33,26 +17,9 @@ library_sources() {  # FOLDER: the .cpp files of the add_library(...) in FOLDER/
 mapfile -t library < <(library_sources common; library_sources job)
 [[ ${#library[@]} -gt 10 ]] || { echo "run_fuzz.sh: FAILED: found only ${#library[@]} sources in common/ and job/" >&2; exit 1; }
 
-# Compile each source in parallel; an object newer than its source, every common/ and job/ header and this
-# script is reused.
-newest_header="$(ls -t "$root"/common/*.h "$root"/job/*.h "$0" | head -n 1 || true)"
-objects=()
-failed="$build/obj/.failed"
-rm -f "$failed"
-for source in "$here/fuzz_job_config.cpp" "${library[@]}"; do
-  object="$build/obj/$(basename "$source" .cpp).o"
-  objects+=("$object")
-  if [[ -f "$object" && "$object" -nt "$source" && "$object" -nt "$newest_header" ]]; then continue; fi
-  rm -f "$object"
-  { "$cxx" "${flags[@]}" -c "$source" -o "$object" || echo "$source" >> "$failed"; } &
-  # At most as many compilers at once as there are cores.
-  while [[ $(jobs -rp | wc -l) -ge $(nproc) ]]; do wait -n || true; done
-done
-wait
-if [[ -s "$failed" ]]; then
-  echo "run_fuzz.sh: FAILED: compiling for the fuzz target: $(tr '\n' ' ' < "$failed")" >&2
-  exit 1
-fi
+# An object newer than its source, every common/ and job/ header and the scripts is reused.
+newest_header="$(ls -t "$root"/common/*.h "$root"/job/*.h "$0" "$here/fuzz_common.sh" | head -n 1 || true)"
+compile_objects "" "$newest_header" "$here/fuzz_job_config.cpp" "${library[@]}"
 archive="$build/obj/libjob_common.a"
 rm -f "$archive"
 ar rcs "$archive" "${objects[@]:1}"

@@ -6,25 +6,8 @@
 #
 #   tests/fuzz/run_fuzz_data.sh BUILD_DIR    FUZZ_SECONDS (default 20) bounds each target; FUZZ_CXX defaults to clang++
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/fuzz_common.sh" 20 "$@"
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-build="$(mkdir -p "$1" && cd "$1" && pwd)"
-cxx="${FUZZ_CXX:-clang++}"
-seconds="${FUZZ_SECONDS:-20}"
-
-if ! command -v "$cxx" >/dev/null 2>&1; then
-  echo "run_fuzz_data.sh: FAILED: $cxx not found; the fuzz targets need clang++ with libFuzzer (Debian: apt-get install clang)" >&2
-  exit 1
-fi
-
-mkdir -p "$build/obj"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-       -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 library=()
 for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio record_stream; do
   library+=("$root/runtime/data/records/$name.cpp")
@@ -33,22 +16,13 @@ library+=("$root/common/environment_error.cpp")  # a full TMPDIR while inflating
 library+=("$root/common/regular_file.cpp")  # byte_stream opens only regular files
 targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
-# Compile each source in parallel; an object newer than its source, every data header, the fuzz headers
-# and this script is reused.
-newest_header="$(ls -t "$root"/runtime/data/*.h "$root"/runtime/data/records/*.h "$here"/*.h "$0" | head -n 1 || true)"
-pids=()
-for source in "${library[@]}" "${targets[@]/#/$here/}"; do
-  [[ "$source" == *.cpp ]] || source="$source.cpp"
-  object="$build/obj/data_$(basename "$source" .cpp).o"
-  if [[ -f "$object" && "$object" -nt "$source" && "$object" -nt "$newest_header" ]]; then continue; fi
-  "$cxx" "${flags[@]}" -c "$source" -o "$object" &
-  pids+=($!)
-done
-for pid in "${pids[@]}"; do
-  wait "$pid" || { echo "run_fuzz_data.sh: FAILED: compiling the fuzz targets" >&2; exit 1; }
-done
-library_objects=()
-for source in "${library[@]}"; do library_objects+=("$build/obj/data_$(basename "$source" .cpp).o"); done
+# An object newer than its source, every data header, the fuzz headers and the scripts is reused.
+newest_header="$(ls -t "$root"/runtime/data/*.h "$root"/runtime/data/records/*.h "$here"/*.h "$0" \
+                       "$here/fuzz_common.sh" | head -n 1 || true)"
+target_sources=()
+for target in "${targets[@]}"; do target_sources+=("$here/$target.cpp"); done
+compile_objects data_ "$newest_header" "${library[@]}" "${target_sources[@]}"
+library_objects=("${objects[@]:0:${#library[@]}}")
 for target in "${targets[@]}"; do
   "$cxx" -fsanitize=fuzzer,address,undefined -o "$build/$target" "$build/obj/data_$target.o" "${library_objects[@]}" -lz
 done

@@ -32,12 +32,9 @@ void check_elementwise(Checks& c, const std::string& name, std::int64_t count, i
     std::vector<float> ref(n);
     kernels::relu_forward<float>(count, a.data(), ref.data());
     DeviceBuffer<T> y(padded);
-    y.poison();
-    auto call = [&] { kernels::cuda::relu_forward<T>(c.context, count, da.get() + offset, y.get() + offset); };
-    call();
-    CheckResult r{relative_error(without_offset(y.download()), ref)};
-    r.microseconds = microseconds_per_call(stream, call);
-    return r;
+    return poisoned_run(
+        y, ref, stream, [&] { kernels::cuda::relu_forward<T>(c.context, count, da.get() + offset, y.get() + offset); },
+        without_offset);
   });
 
   c.report.run("relu_backward", shape, dtype, tol, [&] {
@@ -46,28 +43,23 @@ void check_elementwise(Checks& c, const std::string& name, std::int64_t count, i
     kernels::relu_forward<float>(count, a.data(), y.data());
     kernels::relu_backward<float>(count, y.data(), b.data(), ref.data());
     DeviceBuffer<T> dy_mask(padded, with_offset(y)), dx(padded);
-    dx.poison();
-    auto call = [&] {
-      kernels::cuda::relu_backward<T>(c.context, count, dy_mask.get() + offset, db.get() + offset, dx.get() + offset);
-    };
-    call();
-    CheckResult r{relative_error(without_offset(dx.download()), ref)};
-    r.microseconds = microseconds_per_call(stream, call);
-    return r;
+    return poisoned_run(
+        dx, ref, stream,
+        [&] {
+          kernels::cuda::relu_backward<T>(c.context, count, dy_mask.get() + offset, db.get() + offset,
+                                          dx.get() + offset);
+        },
+        without_offset);
   });
 
   c.report.run("add", shape, dtype, tol, [&] {
     std::vector<float> ref(n);
     kernels::add<float>(count, a.data(), b.data(), ref.data());
     DeviceBuffer<T> y(padded);
-    y.poison();
-    auto call = [&] {
-      kernels::cuda::add<T>(c.context, count, da.get() + offset, db.get() + offset, y.get() + offset);
-    };
-    call();
-    CheckResult r{relative_error(without_offset(y.download()), ref)};
-    r.microseconds = microseconds_per_call(stream, call);
-    return r;
+    return poisoned_run(
+        y, ref, stream,
+        [&] { kernels::cuda::add<T>(c.context, count, da.get() + offset, db.get() + offset, y.get() + offset); },
+        without_offset);
   });
 
   c.report.run("add (y = a, in place)", shape, dtype, tol, [&] {
@@ -87,24 +79,16 @@ void check_casts(Checks& c) {
   c.report.run("cast fp32->bf16", std::to_string(count), "bf16", 0.0, [&] {
     DeviceBuffer<float> x(count, values);
     DeviceBuffer<bf16> y(count);
-    y.poison();
-    auto call = [&] { kernels::cuda::cast<float, bf16>(c.context, count, x.get(), y.get()); };
-    call();
     // Round to nearest even on both sides: exact agreement expected.
-    CheckResult r{relative_error(y.download(), representable<bf16>(values))};
-    r.microseconds = microseconds_per_call(c.context.stream(), call);
-    return r;
+    return poisoned_run(y, representable<bf16>(values), c.context.stream(),
+                        [&] { kernels::cuda::cast<float, bf16>(c.context, count, x.get(), y.get()); });
   });
   c.report.run("cast bf16->fp32", std::to_string(count), "bf16", 0.0, [&] {
     const auto exact = representable<bf16>(values);
     DeviceBuffer<bf16> x(count, exact);
     DeviceBuffer<float> y(count);
-    y.poison();
-    auto call = [&] { kernels::cuda::cast<bf16, float>(c.context, count, x.get(), y.get()); };
-    call();
-    CheckResult r{relative_error(y.download(), exact)};
-    r.microseconds = microseconds_per_call(c.context.stream(), call);
-    return r;
+    return poisoned_run(y, exact, c.context.stream(),
+                        [&] { kernels::cuda::cast<bf16, float>(c.context, count, x.get(), y.get()); });
   });
 }
 
@@ -151,12 +135,8 @@ void check_max_pool(Checks& c, const std::string& name, const kernels::Pool2dSha
     std::vector<float> ref(xn);
     kernels::max_pool_backward<float>(s, dy.data(), argmax_ref.data(), ref.data());
     DeviceBuffer<T> dx(xn);
-    dx.poison();
-    auto call = [&] { kernels::cuda::max_pool_backward<T>(c.context, s, ddy.get(), argmax.get(), dx.get()); };
-    call();
-    CheckResult r{relative_error(dx.download(), ref)};
-    r.microseconds = microseconds_per_call(stream, call);
-    return r;
+    return poisoned_run(dx, ref, stream,
+                        [&] { kernels::cuda::max_pool_backward<T>(c.context, s, ddy.get(), argmax.get(), dx.get()); });
   });
 }
 
@@ -175,24 +155,16 @@ void check_avg_pool(Checks& c, const std::string& name, int n, int hw, int ch) {
     std::vector<float> ref(yn);
     kernels::global_avg_pool_forward<float>(n, hw, ch, x.data(), ref.data());
     DeviceBuffer<T> y(yn);
-    y.poison();
-    auto call = [&] { kernels::cuda::global_avg_pool_forward<T>(c.context, n, hw, ch, dx_in.get(), y.get()); };
-    call();
-    CheckResult r{relative_error(y.download(), ref)};
-    r.microseconds = microseconds_per_call(stream, call);
-    return r;
+    return poisoned_run(y, ref, stream,
+                        [&] { kernels::cuda::global_avg_pool_forward<T>(c.context, n, hw, ch, dx_in.get(), y.get()); });
   });
 
   c.report.run("global_avg_pool_backward", shape, dtype, tol, [&] {
     std::vector<float> ref(xn);
     kernels::global_avg_pool_backward<float>(n, hw, ch, dy.data(), ref.data());
     DeviceBuffer<T> dx(xn);
-    dx.poison();
-    auto call = [&] { kernels::cuda::global_avg_pool_backward<T>(c.context, n, hw, ch, ddy.get(), dx.get()); };
-    call();
-    CheckResult r{relative_error(dx.download(), ref)};
-    r.microseconds = microseconds_per_call(stream, call);
-    return r;
+    return poisoned_run(dx, ref, stream,
+                        [&] { kernels::cuda::global_avg_pool_backward<T>(c.context, n, hw, ch, ddy.get(), dx.get()); });
   });
 }
 

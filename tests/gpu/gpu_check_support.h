@@ -1,7 +1,8 @@
 #pragma once
 // tests/gpu/gpu_check_support.h: what every GPU-vs-CPU check needs: device buffers that upload and
 // download through fp32 host vectors (bf16 rounded to nearest even on the host, as the GPU rounds),
-// NaN poisoning, seeded random data, the relative-error metric, cudaEvent timing and the result table.
+// NaN poisoning, seeded random data, the relative-error metric, cudaEvent timing, one op's poisoned and
+// repeated runs, the result table, and whether there is a GPU at all.
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
@@ -10,7 +11,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -188,6 +191,46 @@ class Report {
 inline constexpr double kTolFp32Product = 1e-4;      // conv and GEMM: fp32 without TF32, other summation order
 inline constexpr double kTolFp32Elementwise = 1e-5;  // BN, elementwise, pooling, loss, optimizer
 inline constexpr double kTolBf16 = 2e-2;             // anything stored in bf16
+
+// ---- one op's run ---------------------------------------------------------------------------------------
+
+// The usual check of an op with one output: `out` poisoned (so a value the op fails to write stays NaN),
+// call() once, its output (through `view`, e.g. to drop a misaligning offset) compared with `ref`, then
+// call() timed on `stream`.
+template <typename T, typename Call, typename View = std::identity>
+CheckResult poisoned_run(DeviceBuffer<T>& out, const std::vector<float>& ref, cudaStream_t stream, const Call& call,
+                         View view = {}) {
+  out.poison();
+  call();
+  CheckResult r{relative_error(view(out.download()), ref)};
+  r.microseconds = microseconds_per_call(stream, call);
+  return r;
+}
+
+// Determinism: after poison(), call() again must write the very bytes it wrote into `outputs` the first
+// time; when it does not, `r` says so and fails.
+template <typename Poison, typename Call, typename... Buffers>
+void check_same_bytes_again(CheckResult& r, const Poison& poison, const Call& call, const Buffers&... outputs) {
+  const std::vector<std::vector<unsigned char>> first{outputs.raw()...};
+  poison();
+  call();
+  const std::vector<std::vector<unsigned char>> again{outputs.raw()...};
+  if (again != first) {
+    r.note = "NOT bit-identical on a second run";
+    r.error = std::nan("");
+  }
+}
+
+// Whether a CUDA GPU is visible. Without one (or without a driver) there is nothing to check: says so for
+// `program` on stderr, distinctly from a failure, and the program exits 2.
+inline bool gpu_visible(const char* program) {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status == cudaSuccess && devices > 0) return true;
+  std::fprintf(stderr, "%s: no CUDA GPU visible (%s); nothing checked\n", program,
+               status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
+  return false;
+}
 
 // Shared by the check files.
 struct Checks {

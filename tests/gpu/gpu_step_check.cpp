@@ -650,14 +650,7 @@ int main(int argc, char** argv) {
       return usage(argv[0]);
     }
   }
-  // Without a GPU (or a driver) there is nothing to check: say so, distinctly from a failure.
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "gpu_step_check: no CUDA GPU visible (%s); nothing checked\n",
-                 status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
-    return 2;
-  }
+  if (!train::gpu_check::gpu_visible("gpu_step_check")) return 2;
 
   const std::vector<Case> cases = {
       {"resnet50 b4 64x64", 50, 1000, 4, 64},

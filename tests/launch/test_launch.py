@@ -350,35 +350,31 @@ class OneHostLaunch(LaunchTestCase):
         self.assertIn(f"[rank 1] {expected[-1]}\n", self.stderr_text())
         self.assert_nothing_left()
 
-    def test_rank_killed_by_sigkill(self):
-        code = self.run_train(sh("""
+    def failure_lines_when_rank_2_kills(self, target, message):
+        """The failure file's lines after rank 2 says `message` and SIGKILLs `target` (a shell word: its
+        command's shell, or the rank process that started it); the job's exit code and summary checked."""
+        code = self.run_train(sh(f"""
             R=$OMPI_COMM_WORLD_RANK
             if [ "$R" = 2 ]; then
-                echo "rank 2 is about to be killed" >&2
-                kill -KILL $$
+                echo "{message}" >&2
+                kill -KILL {target}
             fi
             sleep 100
         """))
         self.assert_exit_code(code, 137)
         lines = self.failure_lines()
         self.assertEqual(lines[0], SUMMARY_SIGKILL, self.logs())
+        return lines
+
+    def test_rank_killed_by_sigkill(self):
+        lines = self.failure_lines_when_rank_2_kills("$$", "rank 2 is about to be killed")
         self.assertEqual(lines[1], "rank 2 is about to be killed")
         self.assert_nothing_left()
 
     def test_rank_process_itself_killed_by_sigkill(self):
         # Not the command but the rank process mpirun started (rank-exec) is killed, as the out-of-memory
         # killer might: the rank says nothing, mpirun's own message names it.
-        code = self.run_train(sh("""
-            R=$OMPI_COMM_WORLD_RANK
-            if [ "$R" = 2 ]; then
-                echo "rank 2 kills its rank process" >&2
-                kill -KILL $PPID
-            fi
-            sleep 100
-        """))
-        self.assert_exit_code(code, 137)
-        lines = self.failure_lines()
-        self.assertEqual(lines[0], SUMMARY_SIGKILL, self.logs())
+        lines = self.failure_lines_when_rank_2_kills("$PPID", "rank 2 kills its rank process")
         self.assertIn("rank 2 kills its rank process", lines[1:])
         self.assert_nothing_left()
 

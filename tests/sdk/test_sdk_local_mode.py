@@ -17,7 +17,6 @@ that is Podman (the SDK asks `docker compose version` first). The image is the c
 
 Run as root: /usr/bin/python3 test_sdk_local_mode.py --sdk-python build-sdk/bin/python
 """
-import argparse
 import glob
 import json
 import os
@@ -32,6 +31,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "container"))
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+from command_line import paths_and_unittest_argv  # noqa: E402
 from podman_session import PodmanSession, require_tools  # noqa: E402
 from train_image import build_image  # noqa: E402
 
@@ -190,8 +191,5 @@ class SdkLocalMode(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sdk-python", required=True)
-    args, rest = parser.parse_known_args()
-    SDK_PYTHON = os.path.abspath(args.sdk_python)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    (SDK_PYTHON,), argv = paths_and_unittest_argv("--sdk-python")
+    unittest.main(argv=argv, verbosity=2)

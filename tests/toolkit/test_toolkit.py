@@ -12,7 +12,6 @@ and MPI runner) about the same folder. Every SM_* variable the toolkit sets, the
 own process, and the arguments it appends must be the rank's, exactly; the rank's host name must be the
 job's, as the toolkit's preloaded gethostname library makes it.
 """
-import argparse
 import json
 import os
 import shutil
@@ -24,6 +23,9 @@ import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from command_line import paths_and_unittest_argv  # noqa: E402
+
 TRAIN = None
 TOOLKIT_PYTHON = None
 LIMIT = 120  # seconds for one run of train or of the toolkit; a broken launch fails instead of hanging
@@ -203,12 +205,7 @@ class ToolkitOracle(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--train", required=True)
-    parser.add_argument("--toolkit-python", required=True)
-    args, rest = parser.parse_known_args()
-    TRAIN = os.path.abspath(args.train)
-    TOOLKIT_PYTHON = os.path.abspath(args.toolkit_python)
+    (TRAIN, TOOLKIT_PYTHON), argv = paths_and_unittest_argv("--train", "--toolkit-python")
     if not os.access(TOOLKIT_PYTHON, os.X_OK):
         sys.exit(f"{TOOLKIT_PYTHON} is missing: scripts/setup.sh installs the toolkit into build-toolkit/")
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    unittest.main(argv=argv, verbosity=2)

@@ -11,7 +11,6 @@
 
 Run: /usr/bin/python3 test_reports.py --train PATH --tensorboard-python PATH
 """
-import argparse
 import json
 import os
 import re
@@ -26,6 +25,8 @@ import unittest
 TRAIN = None
 TB_PYTHON = None
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+from command_line import paths_and_unittest_argv  # noqa: E402
 JOB_LIMIT = 600
 
 # Reads every scalar of an event folder with TensorBoard's EventAccumulator; prints {tag: [[step, value]]}.
@@ -218,12 +219,7 @@ class Reports(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--train", required=True)
-    parser.add_argument("--tensorboard-python", required=True)
-    args, rest = parser.parse_known_args()
-    TRAIN = os.path.abspath(args.train)
-    TB_PYTHON = args.tensorboard_python
+    (TRAIN, TB_PYTHON), argv = paths_and_unittest_argv("--train", "--tensorboard-python")
     if not os.path.exists(TB_PYTHON):
         sys.exit(f"{TB_PYTHON} is missing: scripts/setup.sh installs TensorBoard's reader there")
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    unittest.main(argv=argv, verbosity=2)

@@ -16,7 +16,6 @@
 
 Run: /usr/bin/python3 test_timeline.py --train PATH
 """
-import argparse
 import decimal
 import json
 import os
@@ -28,6 +27,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from chrome_trace import TraceError, check_document, read_trace  # noqa: E402
+from command_line import paths_and_unittest_argv  # noqa: E402
 
 TRAIN = None
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -257,8 +257,5 @@ class TimelineSettings(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--train", required=True)
-    args, rest = parser.parse_known_args()
-    TRAIN = os.path.abspath(args.train)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    (TRAIN,), argv = paths_and_unittest_argv("--train")
+    unittest.main(argv=argv, verbosity=2)

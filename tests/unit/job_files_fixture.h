@@ -4,49 +4,40 @@
 
 #include "common/config_error.h"
 #include "common/paths.h"
+#include "tests/unit/temp_folder.h"
 
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace train::testing {
 
-// A directory made with mkdtemp, removed with everything in it when the object goes.
-class TempJobDir {
+// The job's /opt/ml-like folder, with writers for its files.
+class TempJobDir : public TempFolder {
  public:
-  TempJobDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "train-config-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    root_ = pattern;
-  }
-  ~TempJobDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(root_, ignored);
-  }
-  TempJobDir(const TempJobDir&) = delete;
-  TempJobDir& operator=(const TempJobDir&) = delete;
+  TempJobDir() : TempFolder("train-config-test") {}
 
-  const std::filesystem::path& root() const { return root_; }
-  JobPaths paths() const { return JobPaths{.base = root_}; }
+  const std::filesystem::path& root() const { return path(); }
+  JobPaths paths() const { return JobPaths{.base = path()}; }
 
   // Writes `content` byte for byte to root/relative, creating the folders on the way.
   void write(const std::filesystem::path& relative, std::string_view content) const {
-    auto path = root_ / relative;
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+    auto file = path() / relative;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream stream(file, std::ios::binary | std::ios::trunc);
     stream.write(content.data(), static_cast<std::streamsize>(content.size()));
-    if (!stream) throw std::runtime_error("cannot write " + path.string());
+    if (!stream) throw std::runtime_error("cannot write " + file.string());
   }
   void write_config(const std::string& file_name, std::string_view content) const {
     write(std::filesystem::path("input") / "config" / file_name, content);
   }
   void make_channel_dir(const std::string& channel) const {
-    std::filesystem::create_directories(root_ / "input" / "data" / channel);
+    std::filesystem::create_directories(path() / "input" / "data" / channel);
   }
   // A File-mode "train" channel (inputdataconfig.json and its folder): what train's own training needs of a
   // job before the tests' other settings matter.
@@ -54,9 +45,6 @@ class TempJobDir {
     write_config("inputdataconfig.json", R"({"train": {"TrainingInputMode": "File"}})");
     make_channel_dir("train");
   }
-
- private:
-  std::filesystem::path root_;
 };
 
 // Runs `action`, which must throw ConfigError, and returns its message. Any other exception fails the test
@@ -78,5 +66,14 @@ struct MalformedCase {
   std::string input;
   std::string expected;
 };
+
+// Each row of `cases` through `parse` (a function of the input text), one generated section a row: each must
+// throw ConfigError with its row's exact message.
+template <typename Parse>
+void require_each_malformed_message(const std::vector<MalformedCase>& cases, Parse parse) {
+  const auto& row = GENERATE_COPY(from_range(cases));
+  INFO("case: " << row.label << "\ninput: " << row.input);
+  REQUIRE(config_error_message([&] { parse(row.input); }) == row.expected);
+}
 
 }  // namespace train::testing

@@ -4,38 +4,24 @@
 
 #include "runtime/data/random.h"
 #include "tests/support/image_encode.h"
+#include "tests/unit/temp_folder.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace train::data::testing {
 
-class TempDir {
+// A throw-away folder with shorthands for the paths in it.
+class TempDir : public train::testing::TempFolder {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "train-data-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code error;
-    std::filesystem::remove_all(path_, error);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  TempDir() : TempFolder("train-data-test") {}
+  std::string operator/(const std::string& name) const { return (path() / name).string(); }
   std::string mkdir(const std::string& name) const {
-    std::filesystem::create_directories(path_ / name);
-    return (path_ / name).string();
+    std::filesystem::create_directories(path() / name);
+    return (path() / name).string();
   }
-
- private:
-  std::filesystem::path path_;
 };
 
 // Smooth gradients plus a little noise (compresses like a photo; no flat areas).

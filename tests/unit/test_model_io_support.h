@@ -2,43 +2,21 @@
 // directory, file helpers, raw safetensors bytes.
 #pragma once
 
+#include "tests/unit/temp_folder.h"
+
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <set>
 #include <stdexcept>
 #include <string>
 
 namespace model_io_test {
 
 // A fresh directory under /tmp, removed with everything in it at the end of the test.
-class ScratchDir {
+class ScratchDir : public train::testing::TempFolder {
  public:
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "model_io_test.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // The names of everything in the directory.
-  std::set<std::string> entries() const {
-    std::set<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(path_)) names.insert(entry.path().filename().string());
-    return names;
-  }
-
- private:
-  std::filesystem::path path_;
+  ScratchDir() : TempFolder("model_io_test") {}
+  std::string file(const std::string& name) const { return (path() / name).string(); }
 };
 
 inline std::string read_bytes(const std::string& path) {

@@ -1,11 +1,10 @@
 // SageMaker's report files: the failure text (one sentence, then the last error lines, within 1024 bytes)
 // and how output/failure and output/success are written.
 #include "entrypoint/job_report.h"
+#include "tests/unit/temp_folder.h"
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,37 +17,20 @@ using namespace train;
 namespace {
 
 // A throw-away SAGEMAKER_BASE_DIR, removed with its content.
-class ReportDir {
+class ReportDir : public testing::TempFolder {
  public:
-  ReportDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "train-report-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    root_ = pattern;
-  }
-  ~ReportDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(root_, ignored);
-  }
-  ReportDir(const ReportDir&) = delete;
-  ReportDir& operator=(const ReportDir&) = delete;
+  ReportDir() : TempFolder("train-report-test") {}
 
   JobPaths paths() const {
     JobPaths paths;
-    paths.base = root_;
+    paths.base = path();
     return paths;
   }
   // Names of everything in output/, sorted.
   std::vector<std::string> output_entries() const {
-    std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(root_ / "output")) {
-      names.push_back(entry.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
+    const auto names = entries("output");
+    return {names.begin(), names.end()};
   }
-
- private:
-  std::filesystem::path root_;
 };
 
 std::string read_file(const std::filesystem::path& path) {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <optional>
 #include <string>
 #include <sys/wait.h>
 #include <vector>
@@ -25,6 +26,16 @@ const std::string rule = "------------------------------------------------------
 int exited(int code) { return code << 8; }
 int killed(int sig) { return sig; }
 
+// `failure` is there and is exactly `expected` (rank, exit code or signal, node), which stands for `code`.
+void require_failure(const std::optional<RankFailure>& failure, const RankFailure& expected, int code) {
+  REQUIRE(failure);
+  CHECK(failure->rank == expected.rank);
+  CHECK(failure->exit_code == expected.exit_code);
+  CHECK(failure->signal == expected.signal);
+  CHECK(failure->node == expected.node);
+  CHECK(failure->code() == code);
+}
+
 }  // namespace
 
 TEST_CASE("mpirun outcome: a rank killed by a signal", "[mpirun]") {
@@ -37,13 +48,7 @@ TEST_CASE("mpirun outcome: a rank killed by a signal", "[mpirun]") {
       "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
       rule,
   });
-  auto failure = messages.first_failure();
-  REQUIRE(failure);
-  CHECK(failure->rank == 1);
-  CHECK(failure->signal == 9);
-  CHECK_FALSE(failure->exit_code);
-  CHECK(failure->node == "vm");
-  CHECK(failure->code() == 137);
+  require_failure(messages.first_failure(), {.rank = 1, .signal = 9, .node = "vm"}, 137);
 }
 
 TEST_CASE("mpirun outcome: a rank that exited with a code (the Process name / Exit code block)", "[mpirun]") {
@@ -60,13 +65,7 @@ TEST_CASE("mpirun outcome: a rank that exited with a code (the Process name / Ex
       "  Exit code:    3",
       rule,
   });
-  auto failure = messages.first_failure();
-  REQUIRE(failure);
-  CHECK(failure->rank == 1);
-  CHECK(failure->exit_code == 3);
-  CHECK_FALSE(failure->signal);
-  CHECK(failure->node.empty());
-  CHECK(failure->code() == 3);
+  require_failure(messages.first_failure(), {.rank = 1, .exit_code = 3}, 3);
 }
 
 TEST_CASE("mpirun outcome: MPI_Abort names the rank and its error code", "[mpirun]") {
@@ -145,28 +144,21 @@ TEST_CASE("rank end report: the line rank-exec writes parses back to the same fa
   CHECK(rank_end_report(1, "python3", exited(3)) == "[train] rank 1: command `python3` exited with code 3");
   CHECK(rank_end_report(2, "sh", killed(SIGKILL)) == "[train] rank 2: command `sh` was killed by signal 9 (SIGKILL)");
 
-  auto code = parse_rank_end_report(rank_end_report(1, "python3", exited(3)));
-  REQUIRE(code);
-  CHECK(code->rank == 1);
-  CHECK(code->exit_code == 3);
-  CHECK_FALSE(code->signal);
-  CHECK(code->code() == 3);
-
-  auto sig = parse_rank_end_report(rank_end_report(12, "my prog`name", killed(SIGSEGV)));
-  REQUIRE(sig);
-  CHECK(sig->rank == 12);
-  CHECK(sig->signal == SIGSEGV);
-  CHECK_FALSE(sig->exit_code);
-  CHECK(sig->code() == 128 + SIGSEGV);
+  // A rank's own report names no node.
+  require_failure(parse_rank_end_report(rank_end_report(1, "python3", exited(3))), {.rank = 1, .exit_code = 3}, 3);
+  require_failure(parse_rank_end_report(rank_end_report(12, "my prog`name", killed(SIGSEGV))),
+                  {.rank = 12, .signal = SIGSEGV}, 128 + SIGSEGV);
 }
 
 TEST_CASE("rank end report: other lines are not reports", "[mpirun]") {
-  CHECK_FALSE(parse_rank_end_report(""));
-  CHECK_FALSE(parse_rank_end_report("Traceback (most recent call last):"));
-  CHECK_FALSE(parse_rank_end_report("[train] error: rank 1: cannot run nope: No such file or directory"));
-  CHECK_FALSE(parse_rank_end_report("x [train] rank 1: command `sh` exited with code 3"));
-  CHECK_FALSE(parse_rank_end_report("[train] rank 1: command `sh` exited with code 3 and more"));
-  CHECK_FALSE(parse_rank_end_report("[train] rank one: command `sh` exited with code 3"));
+  for (const char* line : {"", "Traceback (most recent call last):",
+                           "[train] error: rank 1: cannot run nope: No such file or directory",
+                           "x [train] rank 1: command `sh` exited with code 3",
+                           "[train] rank 1: command `sh` exited with code 3 and more",
+                           "[train] rank one: command `sh` exited with code 3"}) {
+    INFO("line: " << line);
+    CHECK_FALSE(parse_rank_end_report(line));
+  }
 }
 
 TEST_CASE("rank end report: the launcher takes the first rank's own report, and only from that rank", "[mpirun]") {

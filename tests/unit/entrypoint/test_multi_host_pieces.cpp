@@ -17,6 +17,7 @@
 #include <csignal>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -284,19 +285,30 @@ std::future<std::string> register_child(int index, int num_nodes, int slots, int
 
 const std::string refused_prefix = R"({"accepted":false,"reason":)";
 
+// The main node's side on 127.0.0.1: its registration server on an unused port, and the waiter its waits use.
+struct MainNode {
+  SignalInbox inbox;
+  JobWaiter waiter{inbox};
+  const int port = unused_port();
+  RegistrationServer server{"127.0.0.1", port};
+
+  // The collection of a `num_nodes`-node job's children, each of `slots` ranks, on its own thread.
+  std::future<std::map<int, NodeRegistration>> collect_in_background(int num_nodes, int slots,
+                                                                     std::chrono::seconds timeout) {
+    return std::async(std::launch::async,
+                      [=, this] { return server.collect(batch_job_node(0, num_nodes), slots, timeout, waiter); });
+  }
+};
+
 }  // namespace
 
 TEST_CASE("AWS Batch children register with the main node under the job's ID, and re-sending is idempotent",
           "[multi_host]") {
-  SignalInbox inbox;
-  JobWaiter waiter(inbox);
-  const int port = unused_port();
-  RegistrationServer server("127.0.0.1", port);
+  MainNode main;
+  const int port = main.port;
   // The main node collects on its own thread; node 1 registers last, so that both of node 2's
   // registrations are answered while the collection still runs (after it, only the refusal below answers).
-  auto collected = std::async(std::launch::async, [&] {
-    return server.collect(batch_job_node(0, 3), 2, std::chrono::seconds(20), waiter);
-  });
+  auto collected = main.collect_in_background(3, 2, std::chrono::seconds(20));
   CHECK(register_child(2, 3, 2, port).get() == "127.0.0.1");
   // Node 2 again from the same address, as when its answer was lost and it retried: accepted again.
   CHECK(register_child(2, 3, 2, port).get() == "127.0.0.1");
@@ -306,19 +318,15 @@ TEST_CASE("AWS Batch children register with the main node under the job's ID, an
   CHECK(children.at(1).address == "127.0.0.1");
   CHECK(children.at(2).slots == 2);
 
-  server.refuse_from_now_on("training has started");
+  main.server.refuse_from_now_on("training has started");
   CHECK_THROWS_WITH(register_child(1, 3, 2, port).get(), Catch::Contains("training has started"));
 }
 
 TEST_CASE("the main node refuses what is not one of the job's nodes, logs it, and keeps waiting for the real ones",
           "[multi_host]") {
-  SignalInbox inbox;
-  JobWaiter waiter(inbox);
-  const int port = unused_port();
-  RegistrationServer server("127.0.0.1", port);
-  auto collected = std::async(std::launch::async, [&] {
-    return server.collect(batch_job_node(0, 3), 2, std::chrono::seconds(30), waiter);
-  });
+  MainNode main;
+  const int port = main.port;
+  auto collected = main.collect_in_background(3, 2, std::chrono::seconds(30));
   // A connection that never sends anything is held open throughout: the others are served meanwhile.
   const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
   {
@@ -385,12 +393,9 @@ TEST_CASE("the main node listens on the job's interface address only", "[multi_h
 }
 
 TEST_CASE("a child with a different slot count is refused, and the main node names it when it gives up", "[multi_host]") {
-  SignalInbox inbox;
-  JobWaiter waiter(inbox);
-  const int port = unused_port();
-  RegistrationServer server("127.0.0.1", port);
-  auto child = register_child(1, 2, 4, port);
-  CHECK_THROWS_WITH(server.collect(batch_job_node(0, 2), 8, std::chrono::seconds(3), waiter),
+  MainNode main;
+  auto child = register_child(1, 2, 4, main.port);
+  CHECK_THROWS_WITH(main.server.collect(batch_job_node(0, 2), 8, std::chrono::seconds(3), main.waiter),
                     Catch::Contains("1 of 1 child node(s) did not register within 3 s (missing node index 1)") &&
                         Catch::Contains("The last registrations refused: 127.0.0.1: node 1 runs 4 rank(s) but the "
                                         "main node runs 8"));
@@ -398,10 +403,8 @@ TEST_CASE("a child with a different slot count is refused, and the main node nam
 }
 
 TEST_CASE("the main node gives up on missing children after its timeout, naming them", "[multi_host]") {
-  SignalInbox inbox;
-  JobWaiter waiter(inbox);
-  RegistrationServer server("127.0.0.1", unused_port());
-  CHECK_THROWS_WITH(server.collect(batch_job_node(0, 3), 1, std::chrono::seconds(1), waiter),
+  MainNode main;
+  CHECK_THROWS_WITH(main.server.collect(batch_job_node(0, 3), 1, std::chrono::seconds(1), main.waiter),
                     Catch::Contains("2 of 2 child node(s) did not register within 1 s (missing node index 1, 2)"));
 }
 

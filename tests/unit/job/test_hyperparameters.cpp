@@ -15,6 +15,7 @@
 using namespace train;
 using train::testing::config_error_message;
 using train::testing::MalformedCase;
+using train::testing::require_each_malformed_message;
 using Json = nlohmann::json;
 
 namespace {
@@ -470,10 +471,7 @@ std::vector<MalformedCase> malformed_hyperparameters() {
 }  // namespace
 
 TEST_CASE("hyperparameters: malformed files, each with its exact message", "[hyperparameters][malformed]") {
-  const auto cases = malformed_hyperparameters();
-  const auto& row = GENERATE_COPY(from_range(cases));
-  INFO("case: " << row.label << "\ninput: " << row.input);
-  REQUIRE(config_error_message([&] { parse_text(row.input); }) == row.expected);
+  require_each_malformed_message(malformed_hyperparameters(), parse_text);
 }
 
 TEST_CASE("hyperparameters: read from a file", "[hyperparameters]") {

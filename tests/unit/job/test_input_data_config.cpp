@@ -12,6 +12,7 @@
 using namespace train;
 using train::testing::config_error_message;
 using train::testing::MalformedCase;
+using train::testing::require_each_malformed_message;
 
 namespace {
 
@@ -84,16 +85,15 @@ TEST_CASE("inputdataconfig: other valid shapes", "[input_data_config]") {
 }
 
 TEST_CASE("inputdataconfig: channel name rule and names of values", "[input_data_config]") {
-  CHECK(is_valid_channel_name("train"));
-  CHECK(is_valid_channel_name("my-data"));
-  CHECK(is_valid_channel_name("a.b_c-D9"));
-  CHECK(is_valid_channel_name("..."));
-  CHECK_FALSE(is_valid_channel_name(""));
-  CHECK_FALSE(is_valid_channel_name("."));
-  CHECK_FALSE(is_valid_channel_name(".."));
-  CHECK_FALSE(is_valid_channel_name("../x"));
-  CHECK_FALSE(is_valid_channel_name("a/b"));
-  CHECK_FALSE(is_valid_channel_name(std::string(65, 'c')));
+  for (const char* name : {"train", "my-data", "a.b_c-D9", "..."}) {
+    INFO("channel name \"" << name << "\"");
+    CHECK(is_valid_channel_name(name));
+  }
+  for (const std::string& name : {std::string(), std::string("."), std::string(".."), std::string("../x"),
+                                  std::string("a/b"), std::string(65, 'c')}) {
+    INFO("channel name \"" << name << "\"");
+    CHECK_FALSE(is_valid_channel_name(name));
+  }
   CHECK(std::string(to_string(InputMode::fast_file)) == "FastFile");
   CHECK(std::string(to_string(S3Distribution::sharded_by_s3_key)) == "ShardedByS3Key");
   CHECK(std::string(to_string(RecordWrapper::recordio)) == "RecordIO");
@@ -181,10 +181,7 @@ std::vector<MalformedCase> malformed_input_data_configs() {
 }  // namespace
 
 TEST_CASE("inputdataconfig: malformed files, each with its exact message", "[input_data_config][malformed]") {
-  const auto cases = malformed_input_data_configs();
-  const auto& row = GENERATE_COPY(from_range(cases));
-  INFO("case: " << row.label << "\ninput: " << row.input);
-  REQUIRE(config_error_message([&] { parse_text(row.input); }) == row.expected);
+  require_each_malformed_message(malformed_input_data_configs(), parse_text);
 }
 
 TEST_CASE("inputdataconfig: read from a file names the file", "[input_data_config]") {

@@ -41,6 +41,12 @@ std::string joined(const std::vector<std::string>& lines) {
   return text;
 }
 
+// The exact message of the ConfigError that loading the job in `paths` on `host` throws.
+std::string load_error(const JobPaths& paths, const HostResources& host, CheckMode mode,
+                       const EnvironmentMap& environment = {}) {
+  return config_error_message([&] { load_job_description(paths, environment, host, mode); });
+}
+
 }  // namespace
 
 TEST_CASE("job description: a folder without resourceconfig.json says it is a one-host local job", "[job_description]") {
@@ -61,7 +67,7 @@ TEST_CASE("job description: a folder without resourceconfig.json says it is a on
 TEST_CASE("job description: nothing at all is a local run with defaults", "[job_description]") {
   TempJobDir dir;
   // Nothing at all has nothing to train on, and says so before a rank starts.
-  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline); }) ==
+  CHECK(load_error(dir.paths(), cpu_host, CheckMode::offline) ==
         "the job has no training data: expected a channel named \"train\" (or \"training\") in inputdataconfig.json, "
         "or hyperparameter data_format=synthetic for a benchmark");
   dir.write_config("hyperparameters.json", R"({"data_format": "synthetic"})");
@@ -170,7 +176,7 @@ TEST_CASE("job description: more ranks than GPUs only with TRAIN_RANKS_SHARE_GPU
   TempJobDir dir;
   dir.add_train_channel();
   dir.write_config("hyperparameters.json", R"({"device": "cuda", "processes_per_host": "2"})");
-  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host); }) ==
+  CHECK(load_error(dir.paths(), one_gpu_host, CheckMode::this_host) ==
         "hyperparameter `processes_per_host` is 2 but this host has 1 GPU; each rank needs its own GPU, so use at "
         "most 1");
   auto job = load_job_description(dir.paths(), {{"TRAIN_RANKS_SHARE_GPUS", "1"}}, one_gpu_host, CheckMode::this_host);
@@ -192,8 +198,7 @@ TEST_CASE("job description: device=cuda without a GPU", "[job_description]") {
       "hyperparameter `device` is \"cuda\" but this host has no usable GPU (built without CUDA); use device=auto or "
       "device=cpu, or run on a GPU instance";
   SECTION("is an error on the host that runs the job") {
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
-          message);
+    CHECK(load_error(dir.paths(), cpu_host, CheckMode::this_host) == message);
   }
   SECTION("is a warning when validating offline") {
     auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline);
@@ -214,15 +219,13 @@ TEST_CASE("job description: ranks that do not fit the host or the batch", "[job_
     const std::string message =
         "hyperparameter `mini_batch_size` is 100 but it is split evenly over the 8 ranks of each host; use a multiple "
         "of 8";
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host); }) ==
-          message);
+    CHECK(load_error(dir.paths(), gpu_host, CheckMode::this_host) == message);
     // Not a matter of the host: an error offline too.
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::offline); }) ==
-          message);
+    CHECK(load_error(dir.paths(), gpu_host, CheckMode::offline) == message);
   }
   SECTION("mini_batch_size not divisible by processes_per_host") {
     dir.write_config("hyperparameters.json", R"({"mini_batch_size": "10", "processes_per_host": "4"})");
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(dir.paths(), cpu_host, CheckMode::this_host) ==
           "hyperparameter `mini_batch_size` is 10 but it is split evenly over the 4 ranks of each host; use a "
           "multiple of 4");
   }
@@ -231,14 +234,13 @@ TEST_CASE("job description: ranks that do not fit the host or the batch", "[job_
     const std::string message =
         "hyperparameter `processes_per_host` is 16 but this host has 8 GPUs; each rank needs its own GPU, so use at "
         "most 8";
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host); }) ==
-          message);
+    CHECK(load_error(dir.paths(), gpu_host, CheckMode::this_host) == message);
     auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::offline);
     CHECK(other_warnings(job) == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
   }
   SECTION("two processes on one GPU") {
     dir.write_config("hyperparameters.json", R"({"processes_per_host": "2"})");
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(dir.paths(), one_gpu_host, CheckMode::this_host) ==
           "hyperparameter `processes_per_host` is 2 but this host has 1 GPU; each rank needs its own GPU, so use at "
           "most 1");
   }
@@ -252,8 +254,7 @@ TEST_CASE("job description: bfloat16 on the CPU", "[job_description]") {
       "precision_dtype or set it to float32";
   SECTION("device=auto on a CPU host: an error here, a warning offline") {
     dir.write_config("hyperparameters.json", R"({"precision_dtype": "bfloat16"})");
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
-          message);
+    CHECK(load_error(dir.paths(), cpu_host, CheckMode::this_host) == message);
     auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline);
     CHECK(other_warnings(job) == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
     // On a GPU host the same file is fine.
@@ -261,10 +262,8 @@ TEST_CASE("job description: bfloat16 on the CPU", "[job_description]") {
   }
   SECTION("device=cpu: wrong on every host, so an error offline too") {
     dir.write_config("hyperparameters.json", R"({"precision_dtype": "bfloat16", "device": "cpu"})");
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host); }) ==
-          message);
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, gpu_host, CheckMode::offline); }) ==
-          message);
+    CHECK(load_error(dir.paths(), gpu_host, CheckMode::this_host) == message);
+    CHECK(load_error(dir.paths(), gpu_host, CheckMode::offline) == message);
   }
 }
 
@@ -275,7 +274,7 @@ TEST_CASE("job description: every problem is reported at once, one per line", "[
   dir.write_config("hyperparameters.json", R"({"epochs": "many", "optimizer": "adamw", "mini_batch_size": "7"})");
   dir.write_config("inputdataconfig.json", R"({"../train": {"TrainingInputMode": "File"}})");
   const EnvironmentMap environment = {{"TRAIN_NETWORK_INTERFACE", "eth0/1"}};
-  CHECK(config_error_message([&] { load_job_description(paths, environment, gpu_host, CheckMode::this_host); }) ==
+  CHECK(load_error(paths, gpu_host, CheckMode::this_host, environment) ==
         joined({
             paths.resource_config().string() +
                 ": \"current_host\" \"algo-3\" is not one of \"hosts\" [\"algo-1\",\"algo-2\"]; it must be listed "
@@ -292,7 +291,7 @@ TEST_CASE("job description: every problem is reported at once, one per line", "[
 
   SECTION("with valid hyperparameters the host checks join in") {
     dir.write_config("hyperparameters.json", R"({"mini_batch_size": "7"})");
-    CHECK(config_error_message([&] { load_job_description(paths, environment, gpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(paths, gpu_host, CheckMode::this_host, environment) ==
           joined({
               paths.resource_config().string() +
                   ": \"current_host\" \"algo-3\" is not one of \"hosts\" [\"algo-1\",\"algo-2\"]; it must be listed "
@@ -328,18 +327,16 @@ TEST_CASE("job description: what train's own training needs, all at once before 
       "hyperparameter `mini_batch_size` gives each of the 3 ranks per host 1 image; batch norm needs at least 2 per "
       "rank, so use at least 6",
   });
-  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host); }) ==
-        expected);
+  CHECK(load_error(dir.paths(), cpu_host, CheckMode::this_host) == expected);
   // Not a matter of the host: the same problems offline (`train validate`).
-  CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline); }) ==
-        expected);
+  CHECK(load_error(dir.paths(), cpu_host, CheckMode::offline) == expected);
   // A user's command reads its own data: none of this applies to it.
   CHECK(load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline, Workload::user_command).ranks_per_host == 3);
 
   SECTION("one count missing is named alone") {
     dir.write_config("hyperparameters.json", R"({"num_classes": "10"})");
     dir.write_config("inputdataconfig.json", R"({"training": {"TrainingInputMode": "Pipe"}})");
-    CHECK(config_error_message([&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline); }) ==
+    CHECK(load_error(dir.paths(), cpu_host, CheckMode::offline) ==
           "channel \"training\" uses Pipe mode, where the data is a stream that train sees only as it trains; set the "
           "hyperparameter num_training_samples (records per epoch across the job) (as for SageMaker's built-in image "
           "classification algorithm)");
@@ -375,8 +372,7 @@ TEST_CASE("job description: nonsense TRAIN_* values are refused with the job's o
       "environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"yes\"; unset it for the reference path",
       "environment variable TRAIN_STRAGGLER_FACTOR: expected a number above 1 and at most 1000 such as 1.5, got \"1\"",
   });
-  CHECK(config_error_message([&] { load_job_description(dir.paths(), environment, cpu_host, CheckMode::offline); }) ==
-        expected);
+  CHECK(load_error(dir.paths(), cpu_host, CheckMode::offline, environment) == expected);
   // The same for a user's command: the launcher reads them too.
   CHECK(config_error_message([&] {
           load_job_description(dir.paths(), environment, cpu_host, CheckMode::this_host, Workload::user_command);
@@ -398,19 +394,19 @@ TEST_CASE("job description: broken files", "[job_description]") {
   const auto paths = dir.paths();
   SECTION("an empty resourceconfig.json") {
     dir.write_config("resourceconfig.json", "");
-    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(paths, cpu_host, CheckMode::this_host) ==
           paths.resource_config().string() +
               ": not valid JSON (parse error at line 1, column 1: syntax error while parsing value - unexpected end of "
               "input; expected '[', '{', or a literal); fix the file so that it is one UTF-8 JSON object");
   }
   SECTION("a resourceconfig.json too large to be one") {
     dir.write_config("resourceconfig.json", std::string(max_config_file_bytes + 1, ' '));
-    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(paths, cpu_host, CheckMode::this_host) ==
           paths.resource_config().string() + ": larger than 4194304 bytes; this is not a job description file");
   }
   SECTION("hyperparameters.json with a byte that is not UTF-8") {
     dir.write_config("hyperparameters.json", "{\"optimizer\": \"n\xe4g\"}");
-    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(paths, cpu_host, CheckMode::this_host) ==
           paths.hyperparameters().string() +
               ": not valid JSON (parse error at line 1, column 18: syntax error while parsing value - invalid string: "
               "ill-formed UTF-8 byte; last read: '\"n\\xE4g'); fix the file so that it is one UTF-8 JSON object");
@@ -418,7 +414,7 @@ TEST_CASE("job description: broken files", "[job_description]") {
   SECTION("a directory where a file should be") {
     std::filesystem::remove(paths.input_data_config());
     std::filesystem::create_directories(paths.input_data_config());
-    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(paths, cpu_host, CheckMode::this_host) ==
           paths.input_data_config().string() +
               ": expected a regular file holding JSON, found a directory; replace it with the file");
   }
@@ -426,7 +422,7 @@ TEST_CASE("job description: broken files", "[job_description]") {
     std::filesystem::create_directories(paths.config_dir());
     std::filesystem::remove(paths.hyperparameters());
     REQUIRE(::mkfifo(paths.hyperparameters().c_str(), 0600) == 0);
-    CHECK(config_error_message([&] { load_job_description(paths, {}, cpu_host, CheckMode::this_host); }) ==
+    CHECK(load_error(paths, cpu_host, CheckMode::this_host) ==
           paths.hyperparameters().string() +
               ": expected a regular file holding JSON, found a FIFO (named pipe); replace it with the file");
   }
@@ -450,7 +446,7 @@ TEST_CASE("job description: AWS Batch when there is no resourceconfig.json", "[j
   CHECK(job.world_size() == 16);
 
   environment.erase("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
-  CHECK(config_error_message([&] { load_job_description(dir.paths(), environment, gpu_host, CheckMode::this_host); }) ==
+  CHECK(load_error(dir.paths(), gpu_host, CheckMode::this_host, environment) ==
         "environment variable AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS: expected the main node's IPv4 address (AWS "
         "Batch sets it on child nodes), got nothing");
 

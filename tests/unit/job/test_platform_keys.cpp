@@ -43,6 +43,13 @@ std::string heterogeneous(const std::string& current, const std::string& group) 
       {"instance_group_name": "gpu", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-3", "algo-2"]}]})";
 }
 
+// One host's folder of that cluster: `current` (of `group`), with `hyperparameters`.
+void write_heterogeneous_host(const TempJobDir& dir, const std::string& current, const std::string& group,
+                              const std::string& hyperparameters) {
+  dir.write_config("resourceconfig.json", heterogeneous(current, group));
+  dir.write_config("hyperparameters.json", hyperparameters);
+}
+
 JobDescription load(const TempJobDir& dir, Workload workload = Workload::train_resnet,
                     CheckMode mode = CheckMode::this_host) {
   return load_job_description(dir.paths(), {}, cpu_host, mode, workload);
@@ -151,10 +158,8 @@ TEST_CASE("heterogeneous clusters: only the distribution's instance groups train
   const char* hyperparameters = R"({"sagemaker_distribution_instance_groups": "[\"gpu\"]",
                                     "sagemaker_mpi_enabled": "true"})";
   TempJobDir gpu, data;
-  gpu.write_config("resourceconfig.json", heterogeneous("algo-3", "gpu"));
-  gpu.write_config("hyperparameters.json", hyperparameters);
-  data.write_config("resourceconfig.json", heterogeneous("algo-1", "data"));
-  data.write_config("hyperparameters.json", hyperparameters);
+  write_heterogeneous_host(gpu, "algo-3", "gpu", hyperparameters);
+  write_heterogeneous_host(data, "algo-1", "data", hyperparameters);
   JobDescription on_gpu = load(gpu, Workload::user_command);
   JobDescription on_data = load(data, Workload::user_command);
   for (const JobDescription* job : {&on_gpu, &on_data}) {
@@ -245,10 +250,8 @@ TEST_CASE("heterogeneous clusters: a distribution enabled without its groups tra
   // its own, and SM_* says so; train runs the same, and refuses it for its own training (one model each).
   const char* hyperparameters = R"({"sagemaker_mpi_enabled": "true"})";
   TempJobDir gpu, data;
-  gpu.write_config("resourceconfig.json", heterogeneous("algo-2", "gpu"));
-  gpu.write_config("hyperparameters.json", hyperparameters);
-  data.write_config("resourceconfig.json", heterogeneous("algo-1", "data"));
-  data.write_config("hyperparameters.json", hyperparameters);
+  write_heterogeneous_host(gpu, "algo-2", "gpu", hyperparameters);
+  write_heterogeneous_host(data, "algo-1", "data", hyperparameters);
   JobDescription on_gpu = load(gpu, Workload::user_command);
   JobDescription on_data = load(data, Workload::user_command);
   CHECK(on_gpu.cluster.hosts == std::vector<std::string>{"algo-3", "algo-2"});

@@ -13,6 +13,7 @@
 using namespace train;
 using train::testing::config_error_message;
 using train::testing::MalformedCase;
+using train::testing::require_each_malformed_message;
 
 namespace {
 
@@ -305,10 +306,7 @@ std::vector<MalformedCase> malformed_resource_configs() {
 }  // namespace
 
 TEST_CASE("resourceconfig: malformed files, each with its exact message", "[resource_config][malformed]") {
-  const auto cases = malformed_resource_configs();
-  const auto& row = GENERATE_COPY(from_range(cases));
-  INFO("case: " << row.label << "\ninput: " << row.input);
-  REQUIRE(config_error_message([&] { parse_text(row.input); }) == row.expected);
+  require_each_malformed_message(malformed_resource_configs(), parse_text);
 }
 
 TEST_CASE("resourceconfig: read from a file names the file", "[resource_config]") {

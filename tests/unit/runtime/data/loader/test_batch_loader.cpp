@@ -1,6 +1,7 @@
 #include "runtime/data/data_error.h"
 #include "runtime/data/loader/batch_loader.h"
 #include "runtime/data/loader/sampler.h"
+#include "tests/unit/test_data_batches.h"
 #include "tests/unit/test_data_helpers.h"
 
 #include <catch2/catch.hpp>
@@ -13,6 +14,8 @@
 #include <thread>
 
 using namespace train::data;
+using train::data::testing::drain;
+using train::data::testing::require_same_batches;
 using train::data::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -40,31 +43,6 @@ std::shared_ptr<const SampleSource> folder_source(const TempDir& dir, Augmentati
   options.height = options.width = size;
   options.augmentation = augmentation;
   return std::make_shared<ImageFolderSource>(scan_image_folder(dir / "root"), options);
-}
-
-std::vector<Batch> drain(BatchLoader& loader, int limit = 1000) {
-  std::vector<Batch> batches;
-  for (int i = 0; i < limit; ++i) {
-    Batch batch;
-    const auto status = loader.next(batch, 30s);
-    if (status == BatchLoader::Status::end) break;
-    REQUIRE(status == BatchLoader::Status::batch);
-    batches.push_back(std::move(batch));
-  }
-  return batches;
-}
-
-void require_same(const std::vector<Batch>& a, const std::vector<Batch>& b) {
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    INFO("batch " << i);
-    REQUIRE(a[i].position == b[i].position);
-    REQUIRE(a[i].next == b[i].next);
-    REQUIRE(a[i].size == b[i].size);
-    REQUIRE(a[i].samples == b[i].samples);
-    REQUIRE(a[i].labels == b[i].labels);
-    REQUIRE(a[i].images == b[i].images);  // bit-identical
-  }
 }
 
 // Sleeps in load(): for timeouts and stopping.
@@ -189,7 +167,7 @@ TEST_CASE("loader: the same seed gives bit-identical batches with 1 or 3 threads
   options.prefetch_batches = 3;
   BatchLoader three(source, options);
   const auto a = drain(one), b = drain(three);
-  require_same(a, b);
+  require_same_batches(a, b);
   // Another epoch augments differently: sample 0's image in epoch 0 and epoch 1 differ.
   std::map<int64_t, const float*> first_epoch;
   int compared = 0;
@@ -230,7 +208,7 @@ TEST_CASE("loader: resuming from a checkpointed position yields the same remaini
     options.start = all[k].next;
     BatchLoader resumed(source, options);
     CHECK(resumed.position() == all[k].next);
-    require_same(std::vector<Batch>(all.begin() + static_cast<ptrdiff_t>(k) + 1, all.end()), drain(resumed));
+    require_same_batches(std::vector<Batch>(all.begin() + static_cast<ptrdiff_t>(k) + 1, all.end()), drain(resumed));
   }
   // A position between batch boundaries works too: the batches are cut from there.
   options.start = DataPosition{1, 2};
@@ -257,13 +235,7 @@ TEST_CASE("loader: every sample exactly once per epoch across ranks (synthetic d
     std::map<int64_t, int> seen;
     int64_t batches = -1;
     for (int rank = 0; rank < ranks; ++rank) {
-      LoaderOptions options;
-      options.batch_size = 2;
-      options.threads = 2;
-      options.epochs = 1;
-      options.rank = rank;
-      options.ranks = ranks;
-      BatchLoader loader(source, options);
+      BatchLoader loader(source, {.batch_size = 2, .threads = 2, .rank = rank, .ranks = ranks, .epochs = 1});
       const auto all = drain(loader);
       if (batches < 0) batches = static_cast<int64_t>(all.size());
       CHECK(static_cast<int64_t>(all.size()) == batches);  // the same number of steps on every rank

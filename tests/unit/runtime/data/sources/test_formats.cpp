@@ -5,6 +5,7 @@
 #include "runtime/data/loader/batch_loader.h"
 #include "runtime/data/sources/data_channel.h"
 #include "runtime/data/sources/record_source.h"
+#include "tests/unit/test_data_batches.h"
 #include "tests/unit/test_data_record_writers.h"
 
 #include <catch2/catch.hpp>
@@ -18,7 +19,6 @@
 
 using namespace train::data;
 using namespace train::data::testing;
-using namespace std::chrono_literals;
 
 namespace {
 
@@ -30,34 +30,9 @@ DataOptions small_options(Augmentation augmentation = Augmentation::crop) {
 }
 
 std::vector<Batch> all_batches(std::shared_ptr<const SampleSource> source, int rank, int ranks, uint64_t seed) {
-  LoaderOptions options;
-  options.batch_size = 4;
-  options.threads = 3;
-  options.epochs = 2;
-  options.seed = seed;
-  options.rank = rank;
-  options.ranks = ranks;
-  BatchLoader loader(std::move(source), options);
-  std::vector<Batch> batches;
-  for (;;) {
-    Batch batch;
-    const auto status = loader.next(batch, 30s);
-    if (status == BatchLoader::Status::end) break;
-    REQUIRE(status == BatchLoader::Status::batch);
-    batches.push_back(std::move(batch));
-  }
-  return batches;
-}
-
-void require_identical(const std::vector<Batch>& a, const std::vector<Batch>& b) {
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    INFO("batch " << i);
-    REQUIRE(a[i].position == b[i].position);
-    REQUIRE(a[i].samples == b[i].samples);
-    REQUIRE(a[i].labels == b[i].labels);
-    REQUIRE(a[i].images == b[i].images);  // bit-identical pixels
-  }
+  BatchLoader loader(std::move(source),
+                     {.batch_size = 4, .threads = 3, .seed = seed, .rank = rank, .ranks = ranks, .epochs = 2});
+  return drain(loader);
 }
 
 }  // namespace
@@ -89,7 +64,8 @@ TEST_CASE("data formats: every format of one data set is detected and gives bit-
     CHECK(opened->corrupt_at_open == 0);
     for (int ranks : {1, 3}) {
       for (int rank = 0; rank < ranks; ++rank) {
-        require_identical(all_batches(folder.source, rank, ranks, 17), all_batches(opened->source, rank, ranks, 17));
+        require_same_batches(all_batches(folder.source, rank, ranks, 17),
+                             all_batches(opened->source, rank, ranks, 17));
       }
     }
   }

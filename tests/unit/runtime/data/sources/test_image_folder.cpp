@@ -41,12 +41,14 @@ TEST_CASE("image folder: classes are the sorted subfolder names, files in torchv
 }
 
 TEST_CASE("image folder: file names taken", "[data]") {
-  CHECK(is_image_file_name("a.jpg"));
-  CHECK(is_image_file_name("a.JPEG"));
-  CHECK(is_image_file_name("a.Png"));
-  CHECK_FALSE(is_image_file_name("a.gif"));
-  CHECK_FALSE(is_image_file_name("jpg"));
-  CHECK_FALSE(is_image_file_name("a.jpg.txt"));
+  for (const char* name : {"a.jpg", "a.JPEG", "a.Png"}) {
+    INFO(name);
+    CHECK(is_image_file_name(name));
+  }
+  for (const char* name : {"a.gif", "jpg", "a.jpg.txt"}) {
+    INFO(name);
+    CHECK_FALSE(is_image_file_name(name));
+  }
 }
 
 TEST_CASE("image folder: clear errors naming the path", "[data]") {
