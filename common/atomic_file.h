@@ -6,6 +6,8 @@
 // link, and with the permissions the process's umask allows.
 #pragma once
 
+#include "common/non_copyable.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -27,15 +29,13 @@ int create_unique_file(const std::string& prefix, std::string& path, mode_t mode
 // place is refused (O_NOFOLLOW: ELOOP), not followed. Returns the descriptor (close-on-exec) or -1 with errno.
 int open_file_for_appending(const std::string& path, mode_t mode = 0666);
 
-class AtomicFile {
+class AtomicFile : private NonCopyable {
  public:
   // Creates the temporary file next to `path` (create_unique_file: the final file gets `mode` less the
   // umask). Throws std::runtime_error naming the file on failure.
   explicit AtomicFile(std::string path, mode_t mode = 0666);
   // Removes the temporary file unless commit() succeeded: an abandoned write leaves nothing behind.
   ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
 
   // Appends to the temporary file. Throws std::runtime_error naming the file on failure.
   void write(const void* data, size_t size);

@@ -9,6 +9,7 @@
 // refused, logged with the sender's address, and the main node keeps waiting for the real node.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "entrypoint/job_waiter.h"
 #include "job/cluster.h"
 
@@ -31,14 +32,12 @@ struct RegistrationError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class RegistrationServer {
+class RegistrationServer : private NonCopyable {
  public:
   // Listens on `address` (this node's address on the job's interface) at `port`. Throws RegistrationError
   // when it cannot (the port is taken).
   RegistrationServer(const std::string& address, int port);
   ~RegistrationServer();
-  RegistrationServer(const RegistrationServer&) = delete;
-  RegistrationServer& operator=(const RegistrationServer&) = delete;
 
   // Accepts registrations until every child of `node` has registered, and returns every child by node
   // index. A registration is refused (answered, logged with the sender's address, and otherwise ignored)

@@ -7,6 +7,7 @@
 // however the launcher ends); the file stays, naming its last holder.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "common/paths.h"
 
 #include <optional>
@@ -14,15 +15,13 @@
 
 namespace train {
 
-class JobLock {
+class JobLock : private NonCopyable {
  public:
   JobLock() = default;
   explicit JobLock(int fd) : fd_(fd) {}
   JobLock(JobLock&& other) noexcept;
   JobLock& operator=(JobLock&& other) noexcept;
   ~JobLock();
-  JobLock(const JobLock&) = delete;
-  JobLock& operator=(const JobLock&) = delete;
 
   bool held() const { return fd_ >= 0; }
 

@@ -4,19 +4,19 @@
 // PID 1 (tests, a shell).
 #pragma once
 
+#include "common/non_copyable.h"
+
 #include <optional>
 #include <signal.h>
 
 namespace train {
 
-class SignalInbox {
+class SignalInbox : private NonCopyable {
  public:
   // Blocks SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD and SIGUSR2 (and ignores SIGPIPE) for this process;
   // other threads that do not block them hand them on to this one.
   SignalInbox();
   ~SignalInbox();
-  SignalInbox(const SignalInbox&) = delete;
-  SignalInbox& operator=(const SignalInbox&) = delete;
 
   int fd() const { return fd_; }
   // The next pending signal, if any (non-blocking).

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "common/environment_map.h"
+#include "common/non_copyable.h"
 #include "entrypoint/job_waiter.h"
 #include "entrypoint/multi_host_settings.h"
 
@@ -18,7 +19,7 @@
 
 namespace train {
 
-class SshdService {
+class SshdService : private NonCopyable {
  public:
   // Starts sshd listening on `address` alone (this host's address on the job's interface), letting this
   // user log in only from `allowed_from`, and waits (bounded) until it answers on `address`. Throws
@@ -26,8 +27,6 @@ class SshdService {
   SshdService(const MultiHostSettings& settings, const std::string& address,
               const std::vector<std::string>& allowed_from, const EnvironmentMap& environment, JobWaiter& waiter);
   ~SshdService();
-  SshdService(const SshdService&) = delete;
-  SshdService& operator=(const SshdService&) = delete;
 
   // Ends our sshd (not one that was already running). Safe to call twice.
   void stop();

@@ -10,6 +10,8 @@
 // going on, or a crash) reads it again later or stops there, as it does for TensorFlow's own writer.
 #pragma once
 
+#include "common/non_copyable.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -26,14 +28,12 @@ std::string encode_file_version_event(double wall_time);
 // `data` framed as one TFRecord record.
 std::string tfrecord_frame(std::string_view data);
 
-class TensorBoardWriter {
+class TensorBoardWriter : private NonCopyable {
  public:
   // Creates `directory` and a new events file in it, and writes the file-version event. Throws
   // std::runtime_error naming the file when it cannot.
   TensorBoardWriter(const std::filesystem::path& directory, const std::string& host);
   ~TensorBoardWriter();
-  TensorBoardWriter(const TensorBoardWriter&) = delete;
-  TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
   // Queues one scalar at `step`; scalars of the same step go into one event.
   void scalar(std::string_view tag, int64_t step, double value);

@@ -10,6 +10,7 @@
 // step waits for them (finish_buckets), and tells the hooks when its buckets start and finish.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "runtime/comm/bucket_hooks.h"
 #include "runtime/comm/gradient_buckets.h"
 
@@ -19,15 +20,13 @@
 
 namespace train::comm {
 
-class GradientReducer {
+class GradientReducer : private NonCopyable {
  public:
   // Runs as a bucket completes, before its reduction starts, with the bucket's elements [begin, end) of the
   // flat buffer (the CUDA engine widens the bucket's bf16 gradients into the fp32 buffer there).
   using Prepare = std::function<void(size_t begin, size_t end)>;
 
   virtual ~GradientReducer() = default;
-  GradientReducer(const GradientReducer&) = delete;
-  GradientReducer& operator=(const GradientReducer&) = delete;
 
   // Every bucket waits for all its tensors again.
   void begin_step();

@@ -3,6 +3,8 @@
 // and is polled, so a rank that never joins becomes an error naming the wait instead of a hung job.
 #pragma once
 
+#include "common/non_copyable.h"
+
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -11,12 +13,10 @@
 
 namespace train::comm {
 
-class NcclCommunicator {
+class NcclCommunicator : private NonCopyable {
  public:
   NcclCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout);
   ~NcclCommunicator();  // destroys (or, after an error, aborts) the communicator
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   ncclComm_t get() const { return comm_; }
   int rank() const { return rank_; }

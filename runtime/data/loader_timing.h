@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/monotonic_clock.h"
+#include "common/non_copyable.h"
 
 #include <cstdint>
 
@@ -19,15 +20,13 @@ struct SampleStageTimes {
 };
 
 // Adds the time of its scope to one stage of `times`; does nothing (reads no clock) when `times` is null.
-class StageTimer {
+class StageTimer : private NonCopyable {
  public:
   StageTimer(SampleStageTimes* times, SampleStage stage)
       : times_(times), stage_(stage), started_(times != nullptr ? monotonic_ns() : 0) {}
   ~StageTimer() {
     if (times_ != nullptr) times_->nanoseconds[static_cast<int>(stage_)] += monotonic_ns() - started_;
   }
-  StageTimer(const StageTimer&) = delete;
-  StageTimer& operator=(const StageTimer&) = delete;
 
  private:
   SampleStageTimes* times_;

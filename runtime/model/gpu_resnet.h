@@ -37,6 +37,7 @@
 // convolutions at the largest batch). device_bytes() reports what a model actually allocated.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "kernels/cuda/device_out_of_memory.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
@@ -55,7 +56,7 @@
 namespace train::model {
 
 template <typename T>
-class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
+class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   using Passes = ResNetPasses<GpuResNet<T>, T>;
   friend Passes;
 
@@ -66,8 +67,6 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T> {
   // tensor table: synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
   GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context);
   ~GpuResNet();
-  GpuResNet(const GpuResNet&) = delete;
-  GpuResNet& operator=(const GpuResNet&) = delete;
 
   // ---- state transfer (synchronise the stream) -------------------------------------------------------
   // Parameters, BN running statistics and counters, in the plan's host layout (momentum untouched).

@@ -1,6 +1,7 @@
 #include "runtime/model_io/safetensors.h"
 
 #include "common/atomic_file.h"
+#include "common/non_copyable.h"
 #include "common/regular_file.h"
 #include "runtime/model_io/tensor_checksums.h"
 
@@ -367,15 +368,13 @@ bool read_at(int fd, void* buffer, size_t size, uint64_t offset) {
   return true;
 }
 
-class FileHandle {
+class FileHandle : private NonCopyable {
  public:
   explicit FileHandle(int fd) : fd_(fd) {}
   FileHandle(FileHandle&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   ~FileHandle() {
     if (fd_ >= 0) ::close(fd_);
   }
-  FileHandle(const FileHandle&) = delete;
-  FileHandle& operator=(const FileHandle&) = delete;
   int get() const { return fd_; }
 
  private:

@@ -18,6 +18,7 @@
 // A file that cannot be written is a warning, never the job's failure.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "job/rank_environment.h"
 #include "runtime/data/loader/batch_loader.h"
 #include "runtime/engine.h"
@@ -40,14 +41,12 @@ inline constexpr size_t max_timeline_events = 250000;
 
 class LoaderRecorder;
 
-class Timeline {
+class Timeline : private NonCopyable {
  public:
   // Collective (the clocks are aligned): every rank makes it when settings.timeline is set.
   Timeline(const TrainingSettings& settings, const RankIdentity& identity, MPI_Comm comm,
            std::chrono::milliseconds timeout);
   ~Timeline();
-  Timeline(const Timeline&) = delete;
-  Timeline& operator=(const Timeline&) = delete;
 
   // For the training loader's options: it times its threads while the timeline records.
   std::shared_ptr<data::LoaderObserver> loader_observer() const;
@@ -93,12 +92,10 @@ class Timeline {
 
 // A span of the training thread from its construction to its end, when the timeline records (no clock is
 // read otherwise): checkpoints, validation, the stop vote, log lines.
-class TimelineSpan {
+class TimelineSpan : private NonCopyable {
  public:
   TimelineSpan(Timeline* timeline, const char* name, TraceCategory category);
   ~TimelineSpan();
-  TimelineSpan(const TimelineSpan&) = delete;
-  TimelineSpan& operator=(const TimelineSpan&) = delete;
 
  private:
   Timeline* timeline_;

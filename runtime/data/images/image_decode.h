@@ -6,6 +6,8 @@
 // Every failure is a DataError whose message starts with the name given (the file's path).
 #pragma once
 
+#include "common/non_copyable.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,12 +40,10 @@ inline constexpr int64_t kMaxImagePixels = int64_t{1} << 28;
 // A reusable JPEG decompressor (one per decoding thread) that can decode only a region of the image,
 // optionally scaled down by 1/2, 1/4 or 1/8 in the DCT: the random-resized-crop path decodes only the
 // rows and columns its resampling reads.
-class JpegDecoder {
+class JpegDecoder : private NonCopyable {
  public:
   JpegDecoder();
   ~JpegDecoder();
-  JpegDecoder(const JpegDecoder&) = delete;
-  JpegDecoder& operator=(const JpegDecoder&) = delete;
 
   // Reads the header of the JPEG in `data` (which must outlive decode()); after it width() and height()
   // give the image's size.

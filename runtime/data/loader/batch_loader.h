@@ -24,6 +24,7 @@
 // record's place in its epoch's stream, so the same stream and seed give the same batches.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "runtime/data/loader/host_memory.h"
 #include "runtime/data/pipe/record_feed.h"
 #include "runtime/data/sources/sample_source.h"
@@ -83,7 +84,7 @@ struct Batch {
   int64_t corrupt_skipped = 0;    // corrupt samples replaced in this batch (skip_corrupt; see CorruptSkippingSource)
 };
 
-class BatchLoader {
+class BatchLoader : private NonCopyable {
  public:
   enum class Status { batch, end, timed_out, stopped };
 
@@ -96,8 +97,6 @@ class BatchLoader {
   // shares is freed when it returns, if ever (the process usually ends first: such a loader is the failing
   // rank's, whose data timeout fired on that read).
   ~BatchLoader();
-  BatchLoader(const BatchLoader&) = delete;
-  BatchLoader& operator=(const BatchLoader&) = delete;
 
   // Waits at most `timeout` for the next batch. Status::batch: `batch` holds it (its old buffers are
   // recycled by the loader, so pass the same Batch every time to avoid allocations). end: the last

@@ -4,6 +4,7 @@
 // path is read the same way (handy for rehearsing Pipe mode by hand).
 #pragma once
 
+#include "common/non_copyable.h"
 #include "runtime/data/records/byte_stream.h"
 
 #include <atomic>
@@ -13,14 +14,12 @@
 
 namespace train::data {
 
-class FifoStream : public ByteStream {
+class FifoStream : public ByteStream, private NonCopyable {
  public:
   // Waits for `path` to exist and opens it. Every wait is cut into short slices that throw FeedStopped
   // once `*stop` is set (`stop` may be null).
   FifoStream(const std::string& path, std::chrono::milliseconds timeout, const std::atomic<bool>* stop);
   ~FifoStream() override;
-  FifoStream(const FifoStream&) = delete;
-  FifoStream& operator=(const FifoStream&) = delete;
   size_t read(uint8_t* out, size_t size) override;
 
  private:

@@ -17,6 +17,7 @@
 // or a wait that ran out (its message). Rank to dealer, once after connecting: its local rank as an int32.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "runtime/data/pipe/record_feed.h"
 #include "runtime/data/records/record_stream.h"
 
@@ -53,13 +54,11 @@ struct PipeRendezvous {
 };
 PipeRendezvous listen_for_ranks(int ranks);
 
-class PipeDealer {
+class PipeDealer : private NonCopyable {
  public:
   // Takes ownership of the listening socket; starts the dealing thread.
   PipeDealer(PipeRendezvous rendezvous, PipeDealerOptions options);
   ~PipeDealer();  // stops and joins the thread
-  PipeDealer(const PipeDealer&) = delete;
-  PipeDealer& operator=(const PipeDealer&) = delete;
 
  private:
   void run();

@@ -3,6 +3,8 @@
 // can scan a file once at start-up, parse a record already in memory, or (later) consume a Pipe-mode FIFO.
 #pragma once
 
+#include "common/non_copyable.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,12 +45,10 @@ class ByteStream {
 
 // A regular file read front to back through a 1 MiB buffer (and the kernel told so, which is what
 // FastFile mode's lazily streamed files want); skip() seeks instead of reading.
-class FileStream : public ByteStream {
+class FileStream : public ByteStream, private NonCopyable {
  public:
   explicit FileStream(const std::string& path, std::string name = {});
   ~FileStream() override;
-  FileStream(const FileStream&) = delete;
-  FileStream& operator=(const FileStream&) = delete;
   size_t read(uint8_t* out, size_t size) override;
   uint64_t skip(uint64_t size) override;
   std::optional<uint64_t> size() const override { return size_; }
@@ -82,12 +82,10 @@ class MemoryStream : public ByteStream {
 // Inflates a gzip (or zlib) stream, including several gzip members one after another (what `cat a.gz
 // b.gz` and parallel compressors produce). Damaged compressed data throws CorruptDataError naming the
 // compressed offset.
-class GzipStream : public ByteStream {
+class GzipStream : public ByteStream, private NonCopyable {
  public:
   explicit GzipStream(std::unique_ptr<ByteStream> compressed);
   ~GzipStream() override;
-  GzipStream(const GzipStream&) = delete;
-  GzipStream& operator=(const GzipStream&) = delete;
   size_t read(uint8_t* out, size_t size) override;
 
  private:

@@ -4,6 +4,7 @@
 // unchanged. Also the tally of corrupt records found while indexing.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "runtime/data/data_error.h"
 
 #include <cstdint>
@@ -48,12 +49,10 @@ class CorruptTally {
 // gzip-compressed shards are inflated so that their records can be read by offset. Its name holds the
 // process id ($TMPDIR/train-records-PID-XXXXXX): making one also removes the folders of processes that
 // no longer exist (killed before they could remove theirs).
-class TempFolder {
+class TempFolder : private NonCopyable {
  public:
   TempFolder();
   ~TempFolder();
-  TempFolder(const TempFolder&) = delete;
-  TempFolder& operator=(const TempFolder&) = delete;
   const std::filesystem::path& path() const { return path_; }
 
  private:
@@ -64,12 +63,10 @@ class TempFolder {
 // readable through them after their folder is removed, which every host removes as soon as all its ranks
 // have opened them: then nothing is left on the disk however a rank ends (a SIGKILL included), since the
 // kernel frees the space with the last descriptor.
-class HeldFiles {
+class HeldFiles : private NonCopyable {
  public:
   explicit HeldFiles(const std::vector<RecordFile>& files);  // throws DataError naming a file it cannot open
   ~HeldFiles();
-  HeldFiles(const HeldFiles&) = delete;
-  HeldFiles& operator=(const HeldFiles&) = delete;
   int fd(uint32_t file) const { return file < fds_.size() ? fds_[file] : -1; }
 
  private:

@@ -4,6 +4,7 @@
 // threads may load from one source, each with its own scratch.
 #pragma once
 
+#include "common/non_copyable.h"
 #include "runtime/data/images/transform.h"
 #include "runtime/data/loader_timing.h"
 #include "runtime/data/sources/image_folder.h"
@@ -16,12 +17,10 @@
 namespace train::data {
 
 // Per-thread buffers (file bytes, decoded pixels, the JPEG decompressor), reused from sample to sample.
-class SampleScratch {
+class SampleScratch : private NonCopyable {
  public:
   SampleScratch();
   ~SampleScratch();
-  SampleScratch(const SampleScratch&) = delete;
-  SampleScratch& operator=(const SampleScratch&) = delete;
   struct Buffers;
   Buffers& buffers() { return *buffers_; }
   // Corrupt samples this thread skipped (CorruptSkippingSource adds to it; the loader reads it).
