@@ -1,6 +1,7 @@
 #include "job/cluster.h"
 
 #include "common/config_error.h"
+#include "common/enum_names.h"
 #include "common/json_file.h"
 
 #include <arpa/inet.h>
@@ -12,14 +13,15 @@
 
 namespace train {
 
-const char* to_string(JobPlatform platform) {
-  switch (platform) {
-    case JobPlatform::sagemaker: return "SageMaker";
-    case JobPlatform::aws_batch: return "AWS Batch multi-node";
-    case JobPlatform::local: return "local";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<JobPlatform> platforms[] = {{JobPlatform::sagemaker, "SageMaker"},
+                                               {JobPlatform::aws_batch, "AWS Batch multi-node"},
+                                               {JobPlatform::local, "local"}};
+
+}  // namespace
+
+const char* to_string(JobPlatform platform) { return name_of(platforms, platform); }
 
 bool ClusterDescription::trains_here() const {
   return std::find(hosts.begin(), hosts.end(), current_host) != hosts.end();

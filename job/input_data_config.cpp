@@ -1,6 +1,7 @@
 #include "job/input_data_config.h"
 
 #include "common/config_error.h"
+#include "common/enum_names.h"
 #include "common/json_file.h"
 
 #include <fmt/format.h>
@@ -25,37 +26,35 @@ bool is_valid_channel_name(const std::string& name) {
   });
 }
 
-const char* to_string(InputMode mode) {
-  switch (mode) {
-    case InputMode::file: return "File";
-    case InputMode::pipe: return "Pipe";
-    case InputMode::fast_file: return "FastFile";
-  }
-  return "?";
-}
+namespace {
 
-const char* to_string(S3Distribution distribution) {
-  return distribution == S3Distribution::fully_replicated ? "FullyReplicated" : "ShardedByS3Key";
-}
+// The spellings of inputdataconfig.json (and of SM_CHANNEL_* descriptions in SM_INPUT_DATA_CONFIG).
+constexpr EnumName<InputMode> input_modes[] = {
+    {InputMode::file, "File"}, {InputMode::pipe, "Pipe"}, {InputMode::fast_file, "FastFile"}};
+constexpr EnumName<S3Distribution> s3_distributions[] = {{S3Distribution::fully_replicated, "FullyReplicated"},
+                                                         {S3Distribution::sharded_by_s3_key, "ShardedByS3Key"}};
+constexpr EnumName<RecordWrapper> record_wrappers[] = {{RecordWrapper::none, "None"},
+                                                       {RecordWrapper::recordio, "RecordIO"}};
 
-const char* to_string(RecordWrapper wrapper) { return wrapper == RecordWrapper::none ? "None" : "RecordIO"; }
+}  // namespace
+
+const char* to_string(InputMode mode) { return name_of(input_modes, mode); }
+const char* to_string(S3Distribution distribution) { return name_of(s3_distributions, distribution); }
+const char* to_string(RecordWrapper wrapper) { return name_of(record_wrappers, wrapper); }
 
 namespace {
 
-// Reads an optional enumerated string field of a channel; `names` holds the accepted spellings in enum order.
+// Reads an optional enumerated string field of a channel, one of `names`.
 template <typename Enum, size_t N>
-Enum parse_choice(const nlohmann::json& channel, const char* key, const std::array<const char*, N>& names,
-                  Enum fallback, const std::string& where) {
+Enum parse_choice(const nlohmann::json& channel, const char* key, const EnumName<Enum> (&names)[N], Enum fallback,
+                  const std::string& where) {
   auto it = channel.find(key);
   if (it == channel.end() || it->is_null()) return fallback;
-  std::string allowed;
-  for (size_t i = 0; i < N; ++i) allowed += fmt::format("{}\"{}\"", i == 0 ? "" : (i + 1 == N ? " or " : ", "), names[i]);
   if (it->is_string()) {
-    for (size_t i = 0; i < N; ++i) {
-      if (it->get_ref<const std::string&>() == names[i]) return static_cast<Enum>(i);
-    }
+    if (auto value = value_named(names, it->get_ref<const std::string&>())) return *value;
   }
-  throw ConfigError(fmt::format("{}: \"{}\": expected {}, got {}", where, key, allowed, describe_json_value(*it)));
+  throw ConfigError(fmt::format("{}: \"{}\": expected {}, got {}", where, key, names_listed(names, "\""),
+                                describe_json_value(*it)));
 }
 
 // One channel's settings; throws ConfigError naming the channel and the field.
@@ -67,13 +66,10 @@ Channel parse_channel(const std::string& name, const nlohmann::json& settings, c
   }
   Channel channel;
   channel.name = name;
-  channel.mode = parse_choice(settings, "TrainingInputMode", std::array{"File", "Pipe", "FastFile"}, InputMode::file,
-                              where);
-  channel.distribution = parse_choice(settings, "S3DistributionType",
-                                      std::array{"FullyReplicated", "ShardedByS3Key"},
-                                      S3Distribution::fully_replicated, where);
-  channel.record_wrapper =
-      parse_choice(settings, "RecordWrapperType", std::array{"None", "RecordIO"}, RecordWrapper::none, where);
+  channel.mode = parse_choice(settings, "TrainingInputMode", input_modes, InputMode::file, where);
+  channel.distribution =
+      parse_choice(settings, "S3DistributionType", s3_distributions, S3Distribution::fully_replicated, where);
+  channel.record_wrapper = parse_choice(settings, "RecordWrapperType", record_wrappers, RecordWrapper::none, where);
   if (auto type = settings.find("ContentType"); type != settings.end() && !type->is_null()) {
     if (!type->is_string()) {
       throw ConfigError(fmt::format("{}: \"ContentType\": expected a string such as \"application/x-image\", got {}",

@@ -1,5 +1,7 @@
 #include "runtime/data/images/transform.h"
 
+#include "common/enum_names.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,22 +26,20 @@ AxisPlan whole_axis(int size) { return AxisPlan{0.0, static_cast<double>(size), 
 
 }  // namespace
 
+namespace {
+
+constexpr EnumName<Augmentation> augmentations[] = {
+    {Augmentation::none, "none"}, {Augmentation::crop, "crop"}, {Augmentation::crop_color, "crop_color"}};
+
+}  // namespace
+
 Augmentation parse_augmentation(std::string_view name) {
-  if (name == "none") return Augmentation::none;
-  if (name == "crop") return Augmentation::crop;
-  if (name == "crop_color") return Augmentation::crop_color;
+  if (auto augmentation = value_named(augmentations, name)) return *augmentation;
   throw std::invalid_argument(
-      fmt::format("augmentation_type: expected none, crop or crop_color, got \"{}\"", name));
+      fmt::format("augmentation_type: expected {}, got \"{}\"", names_listed(augmentations), name));
 }
 
-const char* augmentation_name(Augmentation augmentation) {
-  switch (augmentation) {
-    case Augmentation::none: return "none";
-    case Augmentation::crop: return "crop";
-    case Augmentation::crop_color: return "crop_color";
-  }
-  return "unknown";
-}
+const char* augmentation_name(Augmentation augmentation) { return name_of(augmentations, augmentation); }
 
 namespace {
 
