@@ -28,47 +28,47 @@ size_t PrefixedStream::read(uint8_t* out, size_t size) {
   return got;
 }
 
-struct RecordIoUnwrapStream::Impl {
-  std::unique_ptr<ByteStream> wrapped;
-  RecordIoReader reader;
-  std::vector<uint8_t> payload;
-  size_t used = 0;
-  explicit Impl(std::unique_ptr<ByteStream> stream) : wrapped(std::move(stream)), reader(*wrapped) {}
-};
-
-RecordIoUnwrapStream::RecordIoUnwrapStream(std::unique_ptr<ByteStream> wrapped)
-    : ByteStream(wrapped->name() + " (RecordIO-wrapped)"), impl_(std::make_unique<Impl>(std::move(wrapped))) {}
-
-RecordIoUnwrapStream::~RecordIoUnwrapStream() = default;
-
-size_t RecordIoUnwrapStream::read(uint8_t* out, size_t size) {
-  size_t got = 0;
-  while (got < size) {
-    if (impl_->used == impl_->payload.size()) {
-      uint64_t offset = 0;
-      impl_->used = 0;
-      // A damaged wrapper cannot be skipped: the object inside it would lose bytes, so it is thrown.
-      if (!impl_->reader.next(impl_->payload, offset)) {
-        impl_->payload.clear();
-        break;
-      }
-      continue;
-    }
-    const size_t take = std::min(size - got, impl_->payload.size() - impl_->used);
-    std::memcpy(out + got, impl_->payload.data() + impl_->used, take);
-    impl_->used += take;
-    got += take;
-  }
-  offset_ += got;
-  return got;
-}
-
 struct StreamRecordReader::Readers {
   std::optional<TfRecordReader> tfrecord;
   std::optional<RecordIoReader> recordio;
 };
 
 namespace {
+
+// The payloads of a stream of RecordIO records, back to back (SageMaker's RecordWrapperType=RecordIO).
+class RecordIoUnwrapStream : public ByteStream {
+ public:
+  explicit RecordIoUnwrapStream(std::unique_ptr<ByteStream> wrapped)
+      : ByteStream(wrapped->name() + " (RecordIO-wrapped)"), wrapped_(std::move(wrapped)), reader_(*wrapped_) {}
+
+  size_t read(uint8_t* out, size_t size) override {
+    size_t got = 0;
+    while (got < size) {
+      if (used_ == payload_.size()) {
+        uint64_t offset = 0;
+        used_ = 0;
+        // A damaged wrapper cannot be skipped: the object inside it would lose bytes, so it is thrown.
+        if (!reader_.next(payload_, offset)) {
+          payload_.clear();
+          break;
+        }
+        continue;
+      }
+      const size_t take = std::min(size - got, payload_.size() - used_);
+      std::memcpy(out + got, payload_.data() + used_, take);
+      used_ += take;
+      got += take;
+    }
+    offset_ += got;
+    return got;
+  }
+
+ private:
+  std::unique_ptr<ByteStream> wrapped_;
+  RecordIoReader reader_;  // reads wrapped_, so it is declared (and made) after it
+  std::vector<uint8_t> payload_;
+  size_t used_ = 0;
+};
 
 // Reads up to `size` bytes without consuming them: they are put back in front of the stream.
 std::vector<uint8_t> peek(std::unique_ptr<ByteStream>& stream, size_t size) {
@@ -141,66 +141,72 @@ void StreamRecordReader::skip_or_throw(const CorruptDataError& error, uint64_t o
   tally_.add(error);
 }
 
-bool StreamRecordReader::next_tfrecord(StreamRecord& record) {
-  TfRecordReader& reader = *readers_->tfrecord;
+template <typename ReadOne, typename OnCorrupt>
+bool StreamRecordReader::next_whole(const ReadOne& read_one, const OnCorrupt& on_corrupt) {
   for (;;) {
-    uint64_t offset = 0;
     const uint64_t before = stream_->offset();
     try {
-      if (!reader.next(data_, offset)) return false;
-      ExampleImage example;
-      try {
-        example = parse_example_image(data_.data(), data_.size());
-      } catch (const ProtobufError& error) {
-        throw CorruptDataError(stream_->name(), offset,
-                               fmt::format("not a usable tf.train.Example: {} (at byte {} of the record's data)",
-                                           error.what(), error.offset()));
-      }
-      if (example.label < options_.tfrecord_label_offset) {
-        throw DataError(fmt::format(
-            "{}, byte offset {}: image/class/label is {}, below the hyperparameter tfrecord_label_offset={} that is "
-            "subtracted from every label; for 0-based labels set tfrecord_label_offset=0",
-            stream_->name(), offset, example.label, options_.tfrecord_label_offset));
-      }
-      const int64_t label = example.label - options_.tfrecord_label_offset;
-      if (label > INT32_MAX - 1) {
-        throw CorruptDataError(stream_->name(), offset,
-                               fmt::format("image/class/label {} is too large for a class number", example.label));
-      }
-      record.label = checked_label(label, offset);
-      record.image.assign(example.image, example.image + example.image_size);
-      record.offset = offset;
-      return true;
+      const Read read = read_one();
+      if (read != Read::again) return read == Read::record;
     } catch (const CorruptDataError& error) {
-      if (!reader.can_continue()) {
-        throw DataError(fmt::format("{}; the TFRecord framing is lost there, so the rest of the stream cannot be read "
-                                    "(even with skip_corrupt)",
-                                    error.what()));
-      }
+      on_corrupt(error);
       skip_or_throw(error, before);
     }
   }
 }
 
+bool StreamRecordReader::next_tfrecord(StreamRecord& record) {
+  TfRecordReader& reader = *readers_->tfrecord;
+  const auto read_one = [&] {
+    uint64_t offset = 0;
+    if (!reader.next(data_, offset)) return Read::end;
+    ExampleImage example;
+    try {
+      example = parse_example_image(data_.data(), data_.size());
+    } catch (const ProtobufError& error) {
+      throw CorruptDataError(stream_->name(), offset,
+                             fmt::format("not a usable tf.train.Example: {} (at byte {} of the record's data)",
+                                         error.what(), error.offset()));
+    }
+    if (example.label < options_.tfrecord_label_offset) {
+      throw DataError(fmt::format(
+          "{}, byte offset {}: image/class/label is {}, below the hyperparameter tfrecord_label_offset={} that is "
+          "subtracted from every label; for 0-based labels set tfrecord_label_offset=0",
+          stream_->name(), offset, example.label, options_.tfrecord_label_offset));
+    }
+    const int64_t label = example.label - options_.tfrecord_label_offset;
+    if (label > INT32_MAX - 1) {
+      throw CorruptDataError(stream_->name(), offset,
+                             fmt::format("image/class/label {} is too large for a class number", example.label));
+    }
+    record.label = checked_label(label, offset);
+    record.image.assign(example.image, example.image + example.image_size);
+    record.offset = offset;
+    return Read::record;
+  };
+  return next_whole(read_one, [&](const CorruptDataError& error) {
+    if (!reader.can_continue()) {
+      throw DataError(fmt::format("{}; the TFRecord framing is lost there, so the rest of the stream cannot be read "
+                                  "(even with skip_corrupt)",
+                                  error.what()));
+    }
+  });
+}
+
 bool StreamRecordReader::next_recordio(StreamRecord& record) {
   RecordIoReader& reader = *readers_->recordio;
-  for (;;) {
+  const auto read_one = [&] {
     uint64_t offset = 0;
-    const uint64_t before = stream_->offset();
-    try {
-      if (!reader.next(data_, offset)) {
-        if (!reader.resync()) return false;  // the end, or damage the reader must scan past
-        continue;
-      }
-      const RecordIoImage image = parse_recordio_image(data_.data(), data_.size(), stream_->name(), offset);
-      record.label = checked_label(class_from_float_label(image.label, stream_->name(), offset), offset);
-      record.image.assign(image.image, image.image + image.image_size);
-      record.offset = offset;
-      return true;
-    } catch (const CorruptDataError& error) {
-      skip_or_throw(error, before);
+    if (!reader.next(data_, offset)) {
+      return reader.resync() ? Read::again : Read::end;  // damage the reader must scan past, or the end
     }
-  }
+    const RecordIoImage image = parse_recordio_image(data_.data(), data_.size(), stream_->name(), offset);
+    record.label = checked_label(class_from_float_label(image.label, stream_->name(), offset), offset);
+    record.image.assign(image.image, image.image + image.image_size);
+    record.offset = offset;
+    return Read::record;
+  };
+  return next_whole(read_one, [](const CorruptDataError&) {});
 }
 
 }  // namespace train::data

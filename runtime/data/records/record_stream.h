@@ -43,18 +43,6 @@ class PrefixedStream : public ByteStream {
   std::unique_ptr<ByteStream> rest_;
 };
 
-// The payloads of a stream of RecordIO records, back to back.
-class RecordIoUnwrapStream : public ByteStream {
- public:
-  explicit RecordIoUnwrapStream(std::unique_ptr<ByteStream> wrapped);
-  ~RecordIoUnwrapStream() override;
-  size_t read(uint8_t* out, size_t size) override;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
 class StreamRecordReader {
  public:
   StreamRecordReader(std::unique_ptr<ByteStream> stream, const StreamRecordOptions& options);
@@ -67,6 +55,12 @@ class StreamRecordReader {
  private:
   bool next_tfrecord(StreamRecord& record);
   bool next_recordio(StreamRecord& record);
+  // What one try of a format's reader found.
+  enum class Read { record, end, again };
+  // The loop both formats share: tries `read_one` until it finds a record or the end; a corrupt record is
+  // counted and passed over (skip_or_throw) after `on_corrupt` has had its say (it may throw).
+  template <typename ReadOne, typename OnCorrupt>
+  bool next_whole(const ReadOne& read_one, const OnCorrupt& on_corrupt);
   int32_t checked_label(int64_t label, uint64_t offset) const;
   void skip_or_throw(const CorruptDataError& error, uint64_t offset_before);
 
