@@ -8,12 +8,29 @@ namespace train::model_io {
 
 namespace {
 
+// Both layouts keep each output channel's values together; within one they are a [rows][cols] matrix that
+// the other layout stores transposed: [kh*kw][in] (OHWI) against [in][kh*kw] (OIHW).
 template <typename T>
-void check_size(const std::vector<T>& src, const ConvWeightShape& shape) {
+void transpose_per_output(const T* src, T* dst, int64_t outputs, int64_t rows, int64_t cols) {
+  for (int64_t o = 0; o < outputs; ++o) {
+    const T* from = src + o * rows * cols;
+    T* to = dst + o * rows * cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) to[c * rows + r] = from[r * cols + c];
+    }
+  }
+}
+
+template <typename T>
+std::vector<T> transposed_per_output(const std::vector<T>& src, const ConvWeightShape& shape, int64_t rows,
+                                     int64_t cols) {
   if (static_cast<int64_t>(src.size()) != shape.elements()) {
     throw std::invalid_argument(fmt::format("convolution weight [{}, {}, {}, {}] needs {} values, got {}", shape.out,
                                             shape.in, shape.kh, shape.kw, shape.elements(), src.size()));
   }
+  std::vector<T> dst(src.size());
+  transpose_per_output(src.data(), dst.data(), shape.out, rows, cols);
+  return dst;
 }
 
 }  // namespace
@@ -28,42 +45,22 @@ ConvWeightShape ConvWeightShape::from_oihw(const std::vector<int64_t>& shape) {
 
 template <typename T>
 void ohwi_to_oihw(const T* src, T* dst, const ConvWeightShape& s) {
-  const int64_t spatial = s.kh * s.kw;
-  for (int64_t o = 0; o < s.out; ++o) {
-    const T* from = src + o * spatial * s.in;  // [kh][kw][in]
-    T* to = dst + o * s.in * spatial;          // [in][kh][kw]
-    for (int64_t p = 0; p < spatial; ++p) {
-      for (int64_t i = 0; i < s.in; ++i) to[i * spatial + p] = from[p * s.in + i];
-    }
-  }
+  transpose_per_output(src, dst, s.out, s.kh * s.kw, s.in);
 }
 
 template <typename T>
 void oihw_to_ohwi(const T* src, T* dst, const ConvWeightShape& s) {
-  const int64_t spatial = s.kh * s.kw;
-  for (int64_t o = 0; o < s.out; ++o) {
-    const T* from = src + o * s.in * spatial;  // [in][kh][kw]
-    T* to = dst + o * spatial * s.in;          // [kh][kw][in]
-    for (int64_t i = 0; i < s.in; ++i) {
-      for (int64_t p = 0; p < spatial; ++p) to[p * s.in + i] = from[i * spatial + p];
-    }
-  }
+  transpose_per_output(src, dst, s.out, s.in, s.kh * s.kw);
 }
 
 template <typename T>
 std::vector<T> ohwi_to_oihw(const std::vector<T>& src, const ConvWeightShape& shape) {
-  check_size(src, shape);
-  std::vector<T> dst(src.size());
-  ohwi_to_oihw(src.data(), dst.data(), shape);
-  return dst;
+  return transposed_per_output(src, shape, shape.kh * shape.kw, shape.in);
 }
 
 template <typename T>
 std::vector<T> oihw_to_ohwi(const std::vector<T>& src, const ConvWeightShape& shape) {
-  check_size(src, shape);
-  std::vector<T> dst(src.size());
-  oihw_to_ohwi(src.data(), dst.data(), shape);
-  return dst;
+  return transposed_per_output(src, shape, shape.in, shape.kh * shape.kw);
 }
 
 template void ohwi_to_oihw(const float*, float*, const ConvWeightShape&);
