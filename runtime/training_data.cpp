@@ -192,19 +192,18 @@ int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
 
 std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataPosition& start,
                                                              std::shared_ptr<data::LoaderObserver> observer) {
-  data::LoaderOptions options;
-  options.observer = std::move(observer);
-  options.batch_size = settings_.batch_per_rank;
-  options.threads = std::max(1, settings_.threads);
-  options.prefetch_batches = 2;
-  options.shuffle = settings_.shuffle;
-  options.seed = settings_.seed;
-  options.rank = settings_.data_rank;
-  options.ranks = settings_.data_ranks;
-  options.epochs = settings_.epochs;
-  options.start = start;
-  options.skip_corrupt = settings_.skip_corrupt;
-  options.min_batch = 2;
+  data::LoaderOptions options{.batch_size = settings_.batch_per_rank,
+                              .threads = std::max(1, settings_.threads),
+                              .prefetch_batches = 2,
+                              .shuffle = settings_.shuffle,
+                              .seed = settings_.seed,
+                              .rank = settings_.data_rank,
+                              .ranks = settings_.data_ranks,
+                              .epochs = settings_.epochs,
+                              .start = start,
+                              .skip_corrupt = settings_.skip_corrupt,
+                              .min_batch = 2,
+                              .observer = std::move(observer)};
   if (settings_.pipe) {
     // Every rank reads ceil(N / R) records per epoch when the stream holds num_training_samples = N.
     options.samples_per_epoch = data::shard_size(*settings_.num_training_samples, identity_.size);
@@ -216,13 +215,12 @@ std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataP
 
 std::unique_ptr<data::BatchLoader> TrainingData::open_validation() const {
   if (!validation_source_) return nullptr;
-  data::LoaderOptions options;
-  options.batch_size = settings_.batch_per_rank;
-  options.threads = std::max(1, settings_.threads);
-  options.shuffle = false;
-  options.rank = identity_.rank;
-  options.ranks = identity_.size;
-  options.epochs = 1;
+  const data::LoaderOptions options{.batch_size = settings_.batch_per_rank,
+                                    .threads = std::max(1, settings_.threads),
+                                    .shuffle = false,
+                                    .rank = identity_.rank,
+                                    .ranks = identity_.size,
+                                    .epochs = 1};
   return std::make_unique<data::BatchLoader>(validation_source_, options);
 }
 
