@@ -5,15 +5,17 @@ Includes are written from the repository root and never climb with "../"; each f
 folders it depends on: common <- job <- entrypoint; common, job, kernels <- runtime (and inside runtime,
 data and model_io need only common, comm needs job, model needs kernels, comm and model_io). Inside
 runtime/data each room includes only common, the shared files directly in runtime/data and the rooms it
-uses: records and images stand alone, sources uses both, pipe uses records, loader uses sources and pipe. Only entrypoint/main.cpp may include the rank
-(runtime/rank_main.h). Prints every include that breaks a rule and
-exits 1; prints what it checked and exits 0 otherwise.
+uses: records and images stand alone, sources uses both, pipe uses records, loader uses sources and pipe.
+Only entrypoint/main.cpp may include the rank (runtime/rank_main.h). Prints every include that breaks a
+rule and exits 1; prints what it checked and exits 0 otherwise.
 """
 import os
 import re
 import sys
 
-ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+from source_tree import report, root_from_argv, source_files
+
+ROOT = root_from_argv(__file__)
 
 # Longest prefix first: the folder a file belongs to, and the top-level folders it may include from.
 # A folder ending in "/*" allows only the files directly in it, not its subfolders.
@@ -37,7 +39,6 @@ RULES = [
     ("kernels/", {"kernels"}),
 ]
 EXCEPTIONS = {("entrypoint/main.cpp", "runtime/rank_main.h")}
-SOURCE = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -51,39 +52,27 @@ def allowed(target, folders):
 
 def main():
     problems, checked = [], 0
-    for directory, subdirs, files in os.walk(ROOT):
-        rel_dir = os.path.relpath(directory, ROOT)
-        if rel_dir != "." and rel_dir.split(os.sep)[0].startswith(("build", ".")):
-            subdirs[:] = []
-            continue
-        for name in files:
-            if not name.endswith(SOURCE):
-                continue
-            path = os.path.normpath(os.path.join(rel_dir, name)).replace(os.sep, "/")
-            prefix, rule = next(((prefix, folders) for prefix, folders in RULES if path.startswith(prefix)),
-                                (None, None))
-            with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as handle:
-                for number, line in enumerate(handle, 1):
-                    match = INCLUDE.match(line)
-                    if not match:
-                        continue
-                    checked += 1
-                    target = match.group(1)
-                    where = f"{path}:{number}: #include \"{target}\""
-                    if target.startswith("../") or "/../" in target:
-                        problems.append(f"{where} climbs with ../ (write includes from the repository root)")
-                    elif not os.path.exists(os.path.join(ROOT, target)):
-                        problems.append(f"{where} names no file under the repository root")
-                    elif rule is not None and not allowed(target, rule) and (path, target) not in EXCEPTIONS:
-                        problems.append(f"{where} breaks the dependency rule: {prefix} may include "
-                                        f"only {', '.join(sorted(rule))} (docs/architecture.md)")
-    for problem in problems:
-        print(problem)
-    if problems:
-        print(f"include rules: {len(problems)} of {checked} includes break the rules")
-        return 1
-    print(f"include rules: all {checked} includes are written from the root and follow the dependency rule")
-    return 0
+    for path in source_files(ROOT):
+        prefix, rule = next(((prefix, folders) for prefix, folders in RULES if path.startswith(prefix)),
+                            (None, None))
+        with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                match = INCLUDE.match(line)
+                if not match:
+                    continue
+                checked += 1
+                target = match.group(1)
+                where = f"{path}:{number}: #include \"{target}\""
+                if target.startswith("../") or "/../" in target:
+                    problems.append(f"{where} climbs with ../ (write includes from the repository root)")
+                elif not os.path.exists(os.path.join(ROOT, target)):
+                    problems.append(f"{where} names no file under the repository root")
+                elif rule is not None and not allowed(target, rule) and (path, target) not in EXCEPTIONS:
+                    problems.append(f"{where} breaks the dependency rule: {prefix} may include "
+                                    f"only {', '.join(sorted(rule))} (docs/architecture.md)")
+    return report("include rules", problems,
+                  f"{len(problems)} of {checked} includes break the rules",
+                  f"all {checked} includes are written from the root and follow the dependency rule")
 
 
 if __name__ == "__main__":

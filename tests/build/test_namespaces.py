@@ -12,7 +12,9 @@ import os
 import re
 import sys
 
-ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+from source_tree import report, root_from_argv, source_files
+
+ROOT = root_from_argv(__file__)
 
 # Longest prefix first. kernels/cpu defines the ops that kernels/ops.h declares, so it is train::kernels.
 FOLDERS = [
@@ -30,7 +32,6 @@ FOLDERS = [
     ("common/", "train"),
 ]
 FOLDER_NAMESPACES = {namespace for _, namespace in FOLDERS}
-SOURCE = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh")
 OPEN = re.compile(r"^\s*namespace\s+([A-Za-z_][\w:]*)\s*\{")
 CLOSE = re.compile(r"^\s*\}\s*//\s*namespace\s+([A-Za-z_][\w:]*)")
 
@@ -50,42 +51,30 @@ def main():
     for prefix, _ in FOLDERS:
         if not os.path.isdir(os.path.join(ROOT, prefix)):
             problems.append(f"{prefix} is named in tests/build/test_namespaces.py but is no folder of the tree")
-    for top in sorted({prefix.split("/")[0] for prefix, _ in FOLDERS}):
-        for directory, subdirs, files in os.walk(os.path.join(ROOT, top)):
-            subdirs.sort()
-            for name in sorted(files):
-                if not name.endswith(SOURCE):
-                    continue
-                path = os.path.relpath(os.path.join(directory, name), ROOT).replace(os.sep, "/")
-                expected = next(namespace for prefix, namespace in FOLDERS if path.startswith(prefix))
-                stack = []
-                with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as handle:
-                    for number, line in enumerate(handle, 1):
-                        opened, closed = OPEN.match(line), CLOSE.match(line)
-                        if opened:
-                            stack.append(opened.group(1))
-                            checked += 1
-                            namespace = "::".join(stack)
-                            if not fits(namespace, expected):
-                                problems.append(f"{path}:{number}: namespace {namespace}: {path.rsplit('/', 1)[0]}/ is "
-                                                f"{expected} (namespaces follow folders: docs/architecture.md)")
-                        elif closed:
-                            if not stack or stack[-1] != closed.group(1):
-                                problems.append(f"{path}:{number}: closes namespace {closed.group(1)}, but the one "
-                                                f"open is {stack[-1] if stack else 'none'}")
-                            else:
-                                stack.pop()
-                if stack:
-                    problems.append(f"{path}: namespace {stack[-1]} is not closed by a "
-                                    f"\"}}  // namespace {stack[-1]}\" line")
-    for problem in problems:
-        print(problem)
-    if problems:
-        print(f"namespaces: {len(problems)} problems in {checked} namespaces opened")
-        return 1
-    print(f"namespaces: all {checked} namespaces opened in {', '.join(sorted({p.split('/')[0] for p, _ in FOLDERS}))} "
-          f"follow their folders")
-    return 0
+    tops = {prefix.split("/")[0] for prefix, _ in FOLDERS}
+    for path in source_files(ROOT, tops):
+        expected = next(namespace for prefix, namespace in FOLDERS if path.startswith(prefix))
+        stack = []
+        with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                opened, closed = OPEN.match(line), CLOSE.match(line)
+                if opened:
+                    stack.append(opened.group(1))
+                    checked += 1
+                    namespace = "::".join(stack)
+                    if not fits(namespace, expected):
+                        problems.append(f"{path}:{number}: namespace {namespace}: {path.rsplit('/', 1)[0]}/ is "
+                                        f"{expected} (namespaces follow folders: docs/architecture.md)")
+                elif closed:
+                    if not stack or stack[-1] != closed.group(1):
+                        problems.append(f"{path}:{number}: closes namespace {closed.group(1)}, but the one "
+                                        f"open is {stack[-1] if stack else 'none'}")
+                    else:
+                        stack.pop()
+        if stack:
+            problems.append(f"{path}: namespace {stack[-1]} is not closed by a \"}}  // namespace {stack[-1]}\" line")
+    return report("namespaces", problems, f"{len(problems)} problems in {checked} namespaces opened",
+                  f"all {checked} namespaces opened in {', '.join(sorted(tops))} follow their folders")
 
 
 if __name__ == "__main__":
