@@ -65,6 +65,7 @@ constexpr SwitchRule switch_rules[] = {
 };
 
 constexpr const char* straggler_factor_name = "TRAIN_STRAGGLER_FACTOR";
+constexpr double straggler_factor_default = 1.5;
 
 }  // namespace
 
@@ -92,7 +93,7 @@ bool read_switch_variable(const EnvironmentMap& environment, SwitchVariable vari
 
 double read_straggler_factor_variable(const EnvironmentMap& environment) {
   auto factor = lookup(environment, straggler_factor_name);
-  if (!factor) return 1.5;
+  if (!factor) return straggler_factor_default;
   char* end = nullptr;
   const double value = std::strtod(factor->c_str(), &end);
   if (end == factor->c_str() || *end != '\0' || !(value > 1.0) || value > 1000.0) {
@@ -122,7 +123,7 @@ std::vector<VariableDefault> checked_train_variables() {
   std::vector<VariableDefault> variables;
   for (const auto& rule : whole_rules) variables.push_back({rule.name, std::to_string(rule.fallback)});
   for (const auto& rule : switch_rules) variables.push_back({rule.name, "0"});
-  variables.push_back({straggler_factor_name, "1.5"});
+  variables.push_back({straggler_factor_name, fmt::format("{}", straggler_factor_default)});
   return variables;
 }
 

@@ -1,5 +1,7 @@
 #include "entrypoint/argument_limits.h"
 
+#include "entrypoint/child_process.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,6 +68,15 @@ std::string explain_argument_list_too_long(const std::vector<std::string>& argv,
                      "the stack limit, `ulimit -s`; the largest: {}): {}",
                      cause, bytes_text(total), arg_max > 0 ? bytes_text(static_cast<size_t>(arg_max)) : "limit",
                      fmt::join(named, ", "), advice);
+}
+
+std::optional<std::string> explain_if_argument_list_too_long(const std::exception& error,
+                                                             const std::vector<std::string>& argv,
+                                                             const EnvironmentMap& environment,
+                                                             const nlohmann::json& hyperparameters) {
+  const auto* spawn = dynamic_cast<const SpawnError*>(&error);
+  if (spawn == nullptr || spawn->error != E2BIG) return std::nullopt;
+  return explain_argument_list_too_long(argv, environment, hyperparameters);
 }
 
 }  // namespace train

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,5 +21,11 @@ namespace train {
 // (the decoded hyperparameters.json) they hold when one stands out, and what to do.
 std::string explain_argument_list_too_long(const std::vector<std::string>& argv, const EnvironmentMap& environment,
                                            const nlohmann::json& hyperparameters);
+
+// That explanation when `error` is spawn_child's SpawnError for E2BIG; nothing for any other failure.
+std::optional<std::string> explain_if_argument_list_too_long(const std::exception& error,
+                                                             const std::vector<std::string>& argv,
+                                                             const EnvironmentMap& environment,
+                                                             const nlohmann::json& hyperparameters);
 
 }  // namespace train

@@ -1,6 +1,7 @@
 #include "entrypoint/batch_registration.h"
 
 #include "common/log.h"
+#include "common/monotonic_clock.h"
 #include "entrypoint/network_probe.h"
 #include "job/hyperparameter_schema.h"
 
@@ -205,7 +206,7 @@ std::map<int, NodeRegistration> RegistrationServer::collect(const BatchNodeInfo&
     }
     if (now >= next_progress) {
       log_info("main node: {} of {} child node(s) registered after {} s", children.size(), expected,
-               std::chrono::duration_cast<std::chrono::seconds>(now - start).count());
+               seconds_since(start));
       next_progress = now + progress_every;
     }
     // Wake for a new connection, a line, a signal or the next deadline, whichever comes first.

@@ -101,13 +101,13 @@ class JobRun {
     try {
       mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
     } catch (const std::exception& error) {
-      const auto* spawn = dynamic_cast<const SpawnError*>(&error);
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);
+      const auto too_long =
+          explain_if_argument_list_too_long(error, command, ranks_environment, job_.hyperparameters.decoded());
       write_failure_file(job_.paths, compose_failure_text(
-          summary, {spawn != nullptr && spawn->error == E2BIG
-                        ? explain_argument_list_too_long(command, ranks_environment, job_.hyperparameters.decoded()) + "."
-                        : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
+          summary, {too_long ? *too_long + "."
+                             : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
       return exit_code::launch_failed;
     }
     event_loop(inbox);
@@ -128,7 +128,7 @@ class JobRun {
       if (mpirun_status_ && !drain_deadline) drain_deadline = clock::now() + drain_limit;
       if (drain_deadline && clock::now() > *drain_deadline) {
         log_info("mpirun has exited; its ranks' output pipes stayed open for {} s, so they are closed now",
-                 std::chrono::duration_cast<std::chrono::seconds>(drain_limit).count());
+                 drain_limit.count());
         close_output();
         return;
       }
@@ -216,18 +216,19 @@ class JobRun {
     if (mpirun_status_) return;
     auto now = clock::now();
     const bool failure_due = failure_seen_ && now >= *failure_seen_ + teardown_limit;
-    if (!terminate_sent_ && failure_due && !(!stop_signals_.empty() && now >= stop_deadline_)) {
-      log_error("mpirun has not ended the job {} s after rank {} reported its failure (it waits for a host it "
-                "cannot reach?); telling it to end now",
-                std::chrono::duration_cast<std::chrono::seconds>(teardown_limit).count(), failed_rank_);
-      ::kill(mpirun_.pid, SIGTERM);
-      terminate_sent_ = true;
-      teardown_forced_ = true;
-      kill_deadline_ = now + kill_after_terminate;
-    } else if (!terminate_sent_ && !stop_signals_.empty() && now >= stop_deadline_) {
+    const bool stop_due = !stop_signals_.empty() && now >= stop_deadline_;
+    if (!terminate_sent_ && stop_due) {  // an operator's stop is the job's story even after a failure
       log_info("ranks are still running after the stop request; telling mpirun to end them");
       ::kill(mpirun_.pid, SIGTERM);
       terminate_sent_ = true;
+      kill_deadline_ = now + kill_after_terminate;
+    } else if (!terminate_sent_ && failure_due) {
+      log_error("mpirun has not ended the job {} s after rank {} reported its failure (it waits for a host it "
+                "cannot reach?); telling it to end now",
+                teardown_limit.count(), failed_rank_);
+      ::kill(mpirun_.pid, SIGTERM);
+      terminate_sent_ = true;
+      teardown_forced_ = true;
       kill_deadline_ = now + kill_after_terminate;
     } else if (terminate_sent_ && !kill_sent_ && now >= kill_deadline_) {
       log_info("mpirun is still running; killing it and its process group");

@@ -18,8 +18,9 @@ struct LaunchSettings {
   std::vector<std::string> rank_program;  // what each rank runs (train's rank mode or rank-exec + a user command)
   std::string mpirun = "mpirun";
   // After SIGTERM, how long ranks get to checkpoint and exit before mpirun is told to kill them. SageMaker
-  // sends SIGKILL 120 s after SIGTERM; the default leaves room for the rest of the shutdown.
-  std::chrono::seconds stop_grace{100};
+  // sends SIGKILL 120 s after SIGTERM; the default (common/train_variables.cpp) leaves room for the rest of
+  // the shutdown.
+  std::chrono::seconds stop_grace{};
   // Multi-host jobs: the host file mpirun reads (one line per host, one slot per rank); empty for one host.
   std::string hostfile;
 };

@@ -279,7 +279,6 @@ class HostRun : private LauncherCompanions {
       hostfile.emplace(hostfile_text(mpirun_hosts, job_.ranks_per_host), environment_);
       launch.hostfile = hostfile->path();
     }
-    spared_ = children_of(::getpid());  // only sshd is running before mpirun starts
     int code = run_launcher(job_, launch, environment_, &waiter_.inbox(), this);
     // Workers tell a finished job from a lost master by whether the master still answers once their ranks
     // are gone; keep answering a little while.
@@ -292,9 +291,8 @@ class HostRun : private LauncherCompanions {
   // The launcher's companions: sshd, which it must leave running (a restarted one too) and which is started
   // again when it dies while the job runs.
   std::set<pid_t> pids() const override {
-    std::set<pid_t> spare(spared_.begin(), spared_.end());
-    if (sshd_ && sshd_->pid() > 0) spare.insert(sshd_->pid());
-    return spare;
+    if (sshd_ && sshd_->pid() > 0) return {sshd_->pid()};
+    return {};
   }
   void exited(pid_t pid, int status) override {
     if (sshd_) sshd_->restart_if_ours(pid, status);
@@ -309,7 +307,6 @@ class HostRun : private LauncherCompanions {
   JobWaiter waiter_{inbox_};
   std::unique_ptr<SshdService> sshd_;
   std::unique_ptr<RegistrationServer> registration_;
-  std::vector<pid_t> spared_;
 };
 
 }  // namespace

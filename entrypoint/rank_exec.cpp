@@ -117,12 +117,10 @@ int run_rank_exec(const std::vector<std::string>& command) {
     options.die_with_parent = true;
     child = spawn_child(argv, program_environment, options);
   } catch (const std::exception& error) {
-    const auto* spawn = dynamic_cast<const SpawnError*>(&error);
-    const std::string message =
-        spawn != nullptr && spawn->error == E2BIG
-            ? fmt::format("rank {}: {}: {}", identity->rank, error.what(),
-                          explain_argument_list_too_long(argv, program_environment, job.hyperparameters.decoded()))
-            : fmt::format("rank {}: {}", identity->rank, error.what());
+    const auto too_long =
+        explain_if_argument_list_too_long(error, argv, program_environment, job.hyperparameters.decoded());
+    const std::string message = too_long ? fmt::format("rank {}: {}: {}", identity->rank, error.what(), *too_long)
+                                         : fmt::format("rank {}: {}", identity->rank, error.what());
     write_rank_reason(identity->rank, exit_code::launch_failed, 0, message);
     log_error("{}", message);
     return exit_code::launch_failed;

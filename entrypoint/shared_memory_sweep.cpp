@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "entrypoint/descendants.h"
+#include "job/cluster.h"
 #include "job/rank_reason.h"
 
 #include <fmt/format.h>
@@ -31,12 +32,6 @@ std::set<std::string> mapped_files(const std::filesystem::path& shm) {
   return mapped;
 }
 
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "";
-  return name;
-}
-
 }  // namespace
 
 std::vector<std::filesystem::path> remove_stale_shared_memory(const std::filesystem::path& shm,
@@ -44,7 +39,7 @@ std::vector<std::filesystem::path> remove_stale_shared_memory(const std::filesys
   std::vector<std::filesystem::path> removed;
   if (shm == "/dev/shm") removed = RankReasonFolder::remove_stale();
 
-  const std::string host = host_name();
+  const std::string host = local_host_name();
   const std::string segment_prefix = "vader_segment." + host + ".";
   std::vector<std::filesystem::path> candidates;
   std::error_code error;

@@ -39,8 +39,9 @@ class Hyperparameters {
   bool given(std::string_view name) const { return given_.count(std::string(name)) != 0; }
   std::optional<int64_t> optional_integer(std::string_view name) const;
 
-  // Every key of the file, sagemaker_* included, with its value JSON-decoded as the toolkit does
-  // (the source of SM_HPS and SM_HP_*).
+  // Every key of the file, sagemaker_* included, with its value JSON-decoded as the toolkit does (the
+  // platform's keys, the effective configuration and the argument-size check read it; SM_HPS and SM_HP_*
+  // come from toolkit_values()).
   const nlohmann::json& decoded() const { return decoded_; }
   // The same keys as the toolkit holds them (Python's json.load of the file, then json.loads of each string
   // value): a dict in the file's order, integers of any size, NaN and Infinity. What reaches a user's
