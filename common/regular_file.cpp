@@ -49,9 +49,9 @@ RegularFile open_regular_file(const std::string& path) {
     ::close(fd);
     return file;
   }
-  // Reads of a regular file do not heed O_NONBLOCK, but a file system in user space may be told of it.
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  // Reads of a regular file do not heed O_NONBLOCK, but a file system in user space may be told of it. It is
+  // the only status flag the file was opened with (O_CLOEXEC is a descriptor flag), so one call clears it.
+  ::fcntl(fd, F_SETFL, 0);
   file.fd = fd;
   file.size = static_cast<uint64_t>(status.st_size);
   return file;

@@ -215,7 +215,10 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
   }
   if (hyperparameters_ok) {
     resolve_device_and_ranks(job, mode, problems);
-    if (workload == Workload::train_resnet) check_training_requirements(job, input_ok, problems);
+    if (workload == Workload::train_resnet) {
+      check_training_requirements(job, input_ok, problems);
+      collect(problems, [&] { job.timeline = timeline_steps(job.hyperparameters, environment); });
+    }
   }
 
   for (const auto& channel : job.input.channels) {

@@ -10,6 +10,7 @@
 #include "job/output_locations.h"
 #include "job/platform_keys.h"
 #include "job/resource_config.h"
+#include "job/step_range.h"
 #include "job/training_hosts.h"
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,8 @@ struct JobDescription {
   // each rank looks to NCCL like a host of its own (runtime/rank_main.cpp), so that two ranks on one GPU
   // train over NCCL's socket transport, as ranks on two hosts without EFA do.
   bool ranks_share_gpus = false;
+  // The steps the timeline records (timeline_steps or TRAIN_TIMELINE); none when it is off.
+  std::optional<StepRange> timeline;
   std::vector<std::string> warnings;
 
   int world_size() const { return ranks_per_host * static_cast<int>(cluster.hosts.size()); }

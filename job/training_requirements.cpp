@@ -64,4 +64,25 @@ void check_training_requirements(const JobDescription& job, bool channels_read, 
   }
 }
 
+std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, const EnvironmentMap& environment) {
+  std::optional<StepRange> from_hyperparameter;
+  if (hyperparameters.has("timeline_steps")) {
+    const auto& range = hyperparameters.integers("timeline_steps");
+    from_hyperparameter = StepRange{range.at(0), range.at(1)};
+  }
+  const auto variable = lookup(environment, "TRAIN_TIMELINE");
+  if (!variable || variable->empty()) return from_hyperparameter;
+  const auto from_variable = parse_step_range(*variable);
+  if (!from_variable) {
+    throw ConfigError(fmt::format("environment variable TRAIN_TIMELINE: expected {}, got \"{}\"",
+                                  describe_step_range_format(), *variable));
+  }
+  if (from_hyperparameter && !(*from_hyperparameter == *from_variable)) {
+    throw ConfigError(fmt::format("hyperparameter `timeline_steps` ({}-{}) and environment variable TRAIN_TIMELINE "
+                                  "(\"{}\") ask for different steps; set only one",
+                                  from_hyperparameter->first, from_hyperparameter->last, *variable));
+  }
+  return from_variable;
+}
+
 }  // namespace train

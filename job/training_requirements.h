@@ -6,6 +6,9 @@
 
 #include "common/config_error.h"
 #include "job/job_description.h"
+#include "job/step_range.h"
+
+#include <optional>
 
 namespace train {
 
@@ -16,5 +19,9 @@ const Channel* training_channel(const InputDataConfig& input);
 // whose ranks per host are resolved). `channels_read`: inputdataconfig.json was read (or is absent); when it
 // was not, its own problem is reported and the channels are not judged.
 void check_training_requirements(const JobDescription& job, bool channels_read, ConfigProblems& problems);
+
+// The timeline's steps: hyperparameter timeline_steps and environment variable TRAIN_TIMELINE (which must
+// agree when both are set). Throws ConfigError for a malformed variable or two different ranges.
+std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, const EnvironmentMap& environment);
 
 }  // namespace train

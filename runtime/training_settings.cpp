@@ -56,27 +56,6 @@ const char* lr_decay_name(LrDecay decay) {
   return "?";
 }
 
-std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, const EnvironmentMap& environment) {
-  std::optional<StepRange> from_hyperparameter;
-  if (hyperparameters.has("timeline_steps")) {
-    const auto& range = hyperparameters.integers("timeline_steps");
-    from_hyperparameter = StepRange{range.at(0), range.at(1)};
-  }
-  const auto variable = lookup(environment, "TRAIN_TIMELINE");
-  if (!variable || variable->empty()) return from_hyperparameter;
-  const auto from_variable = parse_step_range(*variable);
-  if (!from_variable) {
-    throw ConfigError(fmt::format("environment variable TRAIN_TIMELINE: expected {}, got \"{}\"",
-                                  describe_step_range_format(), *variable));
-  }
-  if (from_hyperparameter && !(*from_hyperparameter == *from_variable)) {
-    throw ConfigError(fmt::format("hyperparameter `timeline_steps` ({}-{}) and environment variable TRAIN_TIMELINE "
-                                  "(\"{}\") ask for different steps; set only one",
-                                  from_hyperparameter->first, from_hyperparameter->last, *variable));
-  }
-  return from_variable;
-}
-
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
   const auto& hp = job.hyperparameters;
   TrainingSettings settings;
@@ -134,7 +113,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.checkpoint_dir = job.outputs.checkpoints;  // checkpointconfig.json may move it
   settings.tensorboard_dir = job.outputs.tensorboard;
   settings.metrics_file = job.paths.output_data() / "metrics.json";
-  settings.timeline = timeline_steps(hp, current_environment());
+  settings.timeline = job.timeline;
   settings.timeline_dir = job.paths.output_data() / "timeline";
   settings.host = job.cluster.current_host;
   settings.threads = threads_per_rank(job, identity);

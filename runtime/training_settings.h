@@ -87,10 +87,6 @@ struct TrainingSettings {
   }
 };
 
-// The timeline's steps: hyperparameter timeline_steps and environment variable TRAIN_TIMELINE (which must
-// agree when both are set). Throws ConfigError for a malformed variable or two different ranges.
-std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, const EnvironmentMap& environment);
-
 // Throws ConfigError for what the job asks but this build cannot do (with what to do instead).
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
 

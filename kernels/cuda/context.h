@@ -50,8 +50,6 @@ class Context {
   // Grows the workspace to at least `bytes` now (synchronously allocated: throws DeviceOutOfMemory when the
   // device has no room), so that later workspace(bytes) calls allocate nothing.
   void reserve_workspace(std::size_t bytes);
-  // Device memory the Context holds: the convolution and cuBLAS workspaces.
-  std::size_t device_bytes() const { return workspace_bytes_ + cublas_workspace_bytes; }
 
   // cuBLAS's workspace: NVIDIA recommends 32 MiB on Hopper (the cuBLAS documentation, cublasSetWorkspace).
   static constexpr std::size_t cublas_workspace_bytes = std::size_t{32} << 20;

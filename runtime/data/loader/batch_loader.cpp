@@ -11,7 +11,6 @@
 #include <climits>
 #include <condition_variable>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -62,7 +61,7 @@ class BatchLoader::Core {
   int64_t shard_size_ = 0;
 
  private:
-  struct Loading {  // a sample a thread is loading
+  struct Loading {  // a sample a thread is loading; -1: none
     int64_t sample = -1;
     std::chrono::steady_clock::time_point since;
   };
@@ -84,7 +83,7 @@ class BatchLoader::Core {
   bool stop_ = false;
   std::exception_ptr failure_;
   int exited_ = 0;                    // threads that have exited
-  std::map<int, Loading> loading_;    // worker -> the sample in its hands (not with a feed)
+  std::vector<Loading> loading_;      // per worker, the sample in its hands (not with a feed)
 
   std::mutex shard_mutex_;  // never taken while holding mutex_'s work
   int64_t shard_epoch_ = -1;
@@ -120,6 +119,7 @@ BatchLoader::Core::Core(std::shared_ptr<const SampleSource> source, const Loader
     : source_(std::move(source)), options_(options) {
   if (!source_) throw std::invalid_argument("data loader: no sample source");
   check_common_options(options_);
+  loading_.resize(static_cast<size_t>(options_.threads));
   height_ = source_->height();
   width_ = source_->width();
   if (source_->size() < 1) throw DataError("data loader: the data set is empty");
@@ -239,23 +239,26 @@ bool BatchLoader::Core::wait_exited(int threads, std::chrono::milliseconds limit
   std::unique_lock<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   // A load that has already lasted `limit` (the data timeout fired on it, say) is not waited for again.
-  auto deadline = now + (loading_.empty() ? limit : std::chrono::milliseconds(100));
-  for (const auto& [worker, loading] : loading_) deadline = std::max(deadline, loading.since + limit);
+  const bool loading = std::any_of(loading_.begin(), loading_.end(), [](const Loading& l) { return l.sample >= 0; });
+  auto deadline = now + (loading ? std::chrono::milliseconds(100) : limit);
+  for (const Loading& load : loading_) {
+    if (load.sample >= 0) deadline = std::max(deadline, load.since + limit);
+  }
   return exits_.wait_until(lock, deadline, [&] { return exited_ == threads; });
 }
 
 std::vector<std::string> BatchLoader::Core::stalled_samples(std::chrono::milliseconds longer_than) const {
-  std::vector<std::pair<int64_t, Loading>> found;
+  std::vector<Loading> found;
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [worker, loading] : loading_) {
-      if (now - loading.since >= longer_than) found.emplace_back(worker, loading);
+    for (const Loading& loading : loading_) {
+      if (loading.sample >= 0 && now - loading.since >= longer_than) found.push_back(loading);
     }
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second.since < b.second.since; });
+  std::stable_sort(found.begin(), found.end(), [](const Loading& a, const Loading& b) { return a.since < b.since; });
   std::vector<std::string> names;
-  for (const auto& [worker, loading] : found) {
+  for (const Loading& loading : found) {
     names.push_back(fmt::format("{} (a read that has not returned for {} s)", source_->sample_name(loading.sample),
                                 std::chrono::duration_cast<std::chrono::seconds>(now - loading.since).count()));
   }
@@ -366,7 +369,7 @@ void BatchLoader::Core::work(int worker) {
       const int64_t sample = feed_ ? 0 : slot->batch.samples[static_cast<size_t>(place)];
       float* out = slot->batch.images.data() + static_cast<size_t>(place) * image_floats;
       int32_t* label = slot->batch.labels.data() + place;
-      if (!feed_) loading_[worker] = Loading{sample, std::chrono::steady_clock::now()};
+      if (!feed_) loading_[static_cast<size_t>(worker)] = Loading{sample, std::chrono::steady_clock::now()};
       const bool timed = piece.timing();
       lock.unlock();
       std::exception_ptr error;
@@ -385,7 +388,7 @@ void BatchLoader::Core::work(int worker) {
       }
       const int64_t ended = timed ? monotonic_ns() : 0;
       lock.lock();
-      loading_.erase(worker);
+      if (!feed_) loading_[static_cast<size_t>(worker)].sample = -1;
       if (timed) {
         piece.add(slot->sequence, slot->batch.position, began, ended, stages);
         // Reported before the batch can be handed to the consumer, so its pieces are all in when it is.

@@ -10,6 +10,7 @@
 #include "runtime/timeline/step_marks.h"
 #include "runtime/timeline/timeline_summary.h"
 #include "runtime/timeline/trace_json.h"
+#include "job/training_requirements.h"
 #include "runtime/training_settings.h"
 #include "tests/unit/test_data_helpers.h"
 
