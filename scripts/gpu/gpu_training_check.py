@@ -109,7 +109,7 @@ def model_bytes(base):
 
 def check_accuracy(args, data, work):
     results = {}
-    for device in (args.device, "cpu"):
+    for device in dict.fromkeys((args.device, "cpu")):  # once when the CPU stands in for the GPU
         base = os.path.join(work, f"fashion-{device}")
         make_job(base, data, dict(JOB, device=device))
         started = time.monotonic()
@@ -307,7 +307,7 @@ def check_two_ranks(args, data, work):
     twelve = subset(data, os.path.join(work, "two-ranks-data-twelve-steps"), per_class=76)  # 760: twelve steps
     runs = {}
     for name, folder in (("one-step", one), ("twelve-steps", twelve)):
-        for device in (args.device, "cpu"):
+        for device in dict.fromkeys((args.device, "cpu")):  # once when the CPU stands in for the GPU
             runs[name, device] = run_two_ranks(args, folder, work, name, device)
     for (name, device), (code, output, _, _) in runs.items():
         if code != 0:

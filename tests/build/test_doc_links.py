@@ -15,7 +15,9 @@ import re
 import sys
 import tempfile
 
-ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+from source_tree import report, root_from_argv
+
+ROOT = root_from_argv(__file__)
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"(`+)((?:(?!\n[ \t]*\n)[^`]|(?!\1)`+)+?)\1")
@@ -149,14 +151,9 @@ def main():
     if not self_test():
         return 1
     problems, pages, checked = check_tree(ROOT)
-    for problem in problems:
-        print(problem)
-    if problems:
-        print(f"{len(problems)} broken link(s) in README.md and docs/")
-        return 1
-    print(f"{checked} links in {pages} pages (README.md and docs/) lead to existing files and headings; "
-          "every docs/ page is linked from README.md")
-    return 0
+    return report("doc links", problems, f"{len(problems)} broken link(s) in README.md and docs/",
+                  f"{checked} links in {pages} pages (README.md and docs/) lead to existing files and headings; "
+                  "every docs/ page is linked from README.md")
 
 
 if __name__ == "__main__":

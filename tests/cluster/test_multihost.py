@@ -137,9 +137,12 @@ def rank_processes(cluster, host):
     return found
 
 
-def parent_of(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
+def exe_of(pid):
+    """The program a process runs; None when it has ended."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
 
 
 def failure_text(cluster, host):
@@ -605,8 +608,8 @@ class MultiHostTest(unittest.TestCase):
             job = Job(cluster, env=FAST_FAULTS, command=["/bin/sh", "-c", script])
             self.start_all(job)
             job.wait_for_line("algo-1", r"rank 1 running")
-            sshd = [pid for pid in cluster.pids("algo-1") if parent_of(pid) == job.processes["algo-1"].pid
-                    and os.readlink(f"/proc/{pid}/exe") == "/usr/sbin/sshd"]  # train's sshd, not mpirun's ssh
+            sshd = [pid for pid in simcluster.child_pids(job.processes["algo-1"].pid)
+                    if exe_of(pid) == "/usr/sbin/sshd"]  # train's sshd, not mpirun's ssh
             self.assertEqual(len(sshd), 1, job.describe())
             os.kill(sshd[0], signal.SIGKILL)
             codes = job.wait(timeout=90)

@@ -16,8 +16,8 @@ library+=("$root/common/environment_error.cpp")  # a full TMPDIR while inflating
 library+=("$root/common/regular_file.cpp")  # byte_stream opens only regular files
 targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
-# An object newer than its source, every data header, the fuzz headers and the scripts is reused.
-newest_header="$(ls -t "$root"/runtime/data/*.h "$root"/runtime/data/records/*.h "$here"/*.h "$0" \
+# An object newer than its source, every common and data header, the fuzz headers and the scripts is reused.
+newest_header="$(ls -t "$root"/common/*.h "$root"/runtime/data/*.h "$root"/runtime/data/records/*.h "$here"/*.h "$0" \
                        "$here/fuzz_common.sh" | head -n 1 || true)"
 target_sources=()
 for target in "${targets[@]}"; do target_sources+=("$here/$target.cpp"); done

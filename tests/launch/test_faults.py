@@ -907,7 +907,7 @@ class SharedJobDirectory(FaultCase):
         self.job(dict(SMALL, checkpoint_frequency="1", epochs="15"), {"train": self.folder()})
         self.start([], {"OMP_NUM_THREADS": "1"})
         first = self.process
-        time.sleep(0.3)
+        self.wait_for_output("starting (pid ")  # logged once the first holds the job directory's lock
         host = socket.gethostname()
         started = time.monotonic()
         second = subprocess.run([test_launch.TRAIN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
