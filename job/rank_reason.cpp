@@ -2,7 +2,6 @@
 
 #include "common/atomic_file.h"
 #include "common/environment_error.h"
-#include "common/process_identity.h"
 #include "common/temporary_directory.h"
 
 #include <fmt/format.h>
@@ -23,7 +22,6 @@ namespace {
 
 constexpr std::string_view file_prefix = "rank-";
 constexpr std::string_view folder_prefix = "train-reasons-";
-constexpr std::string_view owner_file = "owner";
 
 // Where the folders are made: /dev/shm when it is writable, else the temporary folder.
 std::filesystem::path folders_parent() {
@@ -86,36 +84,26 @@ std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder) {
   return reasons;
 }
 
-RankReasonFolder::RankReasonFolder() {
-  std::string pattern = fmt::format("{}/{}{}-XXXXXX", folders_parent().string(), folder_prefix, ::getpid());
-  if (::mkdtemp(pattern.data()) == nullptr) throw_file_error("create the folder", pattern, errno);
-  path_ = pattern;
-  write_file_atomically(path_ / owner_file, this_process().to_text());
+namespace {
+
+OwnedFolder make_reason_folder() {
+  try {
+    return OwnedFolder(folders_parent(), folder_prefix);
+  } catch (const std::filesystem::filesystem_error& error) {
+    throw_file_error("create the folder", error.path1().string(), error.code().value());
+  }
 }
+
+}  // namespace
+
+RankReasonFolder::RankReasonFolder() : folder_(make_reason_folder()) {}
 
 std::vector<std::filesystem::path> RankReasonFolder::remove_stale() {
-  std::vector<std::filesystem::path> removed;
-  std::error_code error;
-  for (std::filesystem::directory_iterator it(folders_parent(), error), end; !error && it != end; it.increment(error)) {
-    if (it->path().filename().string().rfind(folder_prefix, 0) != 0) continue;
-    std::ifstream in(it->path() / owner_file);
-    std::string text;
-    std::getline(in, text);
-    const auto owner = ProcessIdentity::from_text(text);
-    if (!owner || !process_has_ended(*owner)) continue;  // a live launcher's, or one we cannot judge
-    std::error_code ignored;
-    if (std::filesystem::remove_all(it->path(), ignored) > 0) removed.push_back(it->path());
-  }
-  return removed;
-}
-
-RankReasonFolder::~RankReasonFolder() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
+  return OwnedFolder::remove_stale(folders_parent(), folder_prefix);
 }
 
 EnvironmentMap RankReasonFolder::export_to(EnvironmentMap environment) const {
-  environment[rank_reasons_variable] = path_.string();
+  environment[rank_reasons_variable] = path().string();
   return environment;
 }
 

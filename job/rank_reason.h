@@ -7,7 +7,7 @@
 #pragma once
 
 #include "common/environment_map.h"
-#include "common/non_copyable.h"
+#include "common/owned_folder.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -39,19 +39,18 @@ std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder);
 // /tmp), removed with its content when this goes. Its name holds the launcher's pid, and its `owner` file
 // the launcher's identity (common/process_identity.h), so that a later launcher can tell the folder of one
 // that was killed (SIGKILL leaves it behind) from a live job's. Throws EnvironmentError when none can be made.
-class RankReasonFolder : private NonCopyable {
+class RankReasonFolder {
  public:
   RankReasonFolder();
   // Removes the folders of launchers that have ended (never a live one's, nor one of another PID namespace
   // sharing the folder); returns them.
   static std::vector<std::filesystem::path> remove_stale();
-  ~RankReasonFolder();
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return folder_.path(); }
   // `environment` with TRAIN_RANK_REASONS naming this folder.
   EnvironmentMap export_to(EnvironmentMap environment) const;
 
  private:
-  std::filesystem::path path_;
+  OwnedFolder folder_;
 };
 
 }  // namespace train

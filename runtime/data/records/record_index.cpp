@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -135,49 +134,23 @@ namespace {
 
 constexpr std::string_view temp_folder_prefix = "train-records-";
 
-// Removes the folders in `parent` of processes that are gone: "train-records-PID-XXXXXX" with no process PID.
-void remove_orphaned_folders(const std::filesystem::path& parent) {
-  std::error_code error;
-  for (std::filesystem::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(temp_folder_prefix, 0) != 0) continue;
-    char* end_of_pid = nullptr;
-    const long pid = std::strtol(name.c_str() + temp_folder_prefix.size(), &end_of_pid, 10);
-    if (pid <= 0 || end_of_pid == nullptr || *end_of_pid != '-') continue;
-    // Only a folder of this user's ($TMPDIR may be /tmp, shared by every user): never someone else's, never
-    // what a link points to.
-    struct stat status {};
-    if (::lstat(it->path().c_str(), &status) != 0 || !S_ISDIR(status.st_mode) || status.st_uid != ::geteuid()) {
-      continue;
-    }
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::error_code ignored;
-      std::filesystem::remove_all(it->path(), ignored);
-    }
+OwnedFolder make_temp_folder() {
+  // TMPDIR decides where (it should be a local disk with room for the inflated shards).
+  const std::filesystem::path parent = std::filesystem::temp_directory_path();
+  OwnedFolder::remove_stale(parent, temp_folder_prefix);
+  try {
+    return OwnedFolder(parent, temp_folder_prefix);
+  } catch (const std::filesystem::filesystem_error& error) {
+    throw_data_file_error(fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set TMPDIR "
+                                      "to a writable folder with room for them",
+                                      error.path1().string(), std::strerror(error.code().value())),
+                          error.code().value());
   }
 }
 
 }  // namespace
 
-TempFolder::TempFolder() {
-  // TMPDIR decides where (it should be a local disk with room for the inflated shards).
-  const std::filesystem::path parent = std::filesystem::temp_directory_path();
-  remove_orphaned_folders(parent);
-  std::string pattern = (parent / fmt::format("{}{}-XXXXXX", temp_folder_prefix, ::getpid())).string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    const int error = errno;
-    throw_data_file_error(fmt::format("cannot create a temporary folder {} for inflated gzip shards: {}; set TMPDIR "
-                                      "to a writable folder with room for them",
-                                      pattern, std::strerror(error)),
-                          error);
-  }
-  path_ = pattern;
-}
-
-TempFolder::~TempFolder() {
-  std::error_code error;
-  std::filesystem::remove_all(path_, error);
-}
+TempFolder::TempFolder() : folder_(make_temp_folder()) {}
 
 HeldFiles::HeldFiles(const std::vector<RecordFile>& files) : fds_(files.size(), -1) {
   for (size_t i = 0; i < files.size(); ++i) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/non_copyable.h"
+#include "common/owned_folder.h"
 #include "runtime/data/data_error.h"
 
 #include <cstdint>
@@ -46,17 +47,16 @@ class CorruptTally {
 };
 
 // A folder made for this process and removed with everything in it when the last owner lets go: where
-// gzip-compressed shards are inflated so that their records can be read by offset. Its name holds the
-// process id ($TMPDIR/train-records-PID-XXXXXX): making one also removes the folders of processes that
-// no longer exist (killed before they could remove theirs).
-class TempFolder : private NonCopyable {
+// gzip-compressed shards are inflated so that their records can be read by offset
+// ($TMPDIR/train-records-PID-XXXXXX, an OwnedFolder): making one also removes the folders of processes that
+// have ended (killed before they could remove theirs).
+class TempFolder {
  public:
   TempFolder();
-  ~TempFolder();
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return folder_.path(); }
 
  private:
-  std::filesystem::path path_;
+  OwnedFolder folder_;
 };
 
 // Open descriptors of an index's temporary files, by file number (-1 for the others). The files stay

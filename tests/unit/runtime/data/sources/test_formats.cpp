@@ -1,6 +1,7 @@
 // One generated data set written as an image folder, TFRecord (plain, extension-less and gzip shards),
 // RecordIO (with and without .idx, multi-part records, label arrays) and a .lst image list: every format
 // is detected, indexed in the same order with the same labels, and gives bit-identical batches.
+#include "common/process_identity.h"
 #include "runtime/data/data_error.h"
 #include "runtime/data/loader/batch_loader.h"
 #include "runtime/data/sources/data_channel.h"
@@ -210,7 +211,7 @@ TEST_CASE("data formats: inflated gzip shards leave nothing in TMPDIR, even afte
   const char* saved = std::getenv("TMPDIR");
   const std::string saved_value = saved ? saved : "";
   ::setenv("TMPDIR", tmp.path().c_str(), 1);
-  // The folder of a process that was killed while inflating (its pid no longer exists), and one of a live one.
+  // The folder of a process that was killed while inflating (it has ended), and one of a live one.
   const pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
   REQUIRE(dead > 0);
@@ -220,6 +221,11 @@ TEST_CASE("data formats: inflated gzip shards leave nothing in TMPDIR, even afte
   tmp.mkdir(orphan);
   tmp.mkdir(alive);
   write_bytes(tmp.path() / orphan / "0.tfrecord", Bytes{1, 2, 3});
+  // Each says whose it is, as common/owned_folder.h writes it.
+  const train::ProcessIdentity ended{dead, 1, train::this_process().pid_namespace};
+  const auto text_bytes = [](const std::string& text) { return Bytes(text.begin(), text.end()); };
+  write_bytes(tmp.path() / orphan / "owner", text_bytes(ended.to_text()));
+  write_bytes(tmp.path() / alive / "owner", text_bytes(train::this_process().to_text()));
 
   const auto opened = open_channel(set.tfrecord, std::nullopt, DataFormat::detect, small_options());
   std::set<std::string> left;
