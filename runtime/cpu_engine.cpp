@@ -1,5 +1,7 @@
 #include "runtime/cpu_engine.h"
 
+#include "runtime/timeline/engine_marks.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -74,23 +76,13 @@ void CpuEngine::record_steps(int64_t steps) {
   marks_.assign(static_cast<size_t>(std::max<int64_t>(0, steps)) * layout.per_step(), 0);
   marking_ = steps > 0;
   if (!marking_) return;
-  model_.set_pass_marks([this](model::Pass pass, int group) {
-    const timeline::StepMarkLayout& l = cursor_.layout();
-    if (pass == model::Pass::forward) {
-      mark(group < 0 ? l.at(timeline::Mark::forward_end) : l.forward_group(group));
-    } else {
-      mark(group < 0 ? l.at(timeline::Mark::backward_end) : l.backward_group(group));
-    }
-  });
-  reducer_.set_bucket_hooks(
-      comm::BucketHooks{[this](size_t bucket, size_t) { mark(cursor_.layout().bucket_start(bucket)); },
-                        [this](size_t bucket, size_t) { mark(cursor_.layout().bucket_end(bucket)); }});
+  const auto mark_here = [this](size_t slot) { mark(slot); };
+  timeline::start_engine_marks(model_, reducer_, cursor_, mark_here, mark_here);
 }
 
 void CpuEngine::stop_marking() {
   marking_ = false;
-  model_.set_pass_marks({});
-  reducer_.set_bucket_hooks({});
+  timeline::stop_engine_marks(model_, reducer_);
 }
 
 timeline::RecordedSteps CpuEngine::take_recorded_steps() {
@@ -100,7 +92,7 @@ timeline::RecordedSteps CpuEngine::take_recorded_steps() {
   marks_.resize(cursor_.rows_begun() * recorded.layout.per_step());
   recorded.marks = std::move(marks_);
   marks_.clear();
-  for (size_t b = 0; b < recorded.layout.buckets; ++b) recorded.bucket_bytes.push_back(model_.bucket_plan().bytes(b));
+  recorded.bucket_bytes = timeline::bucket_bytes(model_.bucket_plan());
   recorded.clock = "the host's monotonic clock";
   cursor_.start(recorded.layout, 0);
   return recorded;

@@ -11,6 +11,7 @@
 #include "runtime/comm/nccl_communicator.h"
 #include "runtime/model/gpu_resnet.h"
 #include "runtime/model/model_state.h"
+#include "runtime/timeline/engine_marks.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -377,24 +378,15 @@ void CudaEngine<T>::record_steps(int64_t steps) {
   TRAIN_CUDA_CHECK(cudaEventRecord(marks_zeroed_.get(), copy_.get()));
   TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
   clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
-  model_.set_pass_marks([this](model::Pass pass, int group) {
-    const timeline::StepMarkLayout& l = cursor_.layout();
-    if (pass == model::Pass::forward) {
-      mark(compute_.get(), group < 0 ? l.at(timeline::Mark::forward_end) : l.forward_group(group));
-    } else {
-      mark(compute_.get(), group < 0 ? l.at(timeline::Mark::backward_end) : l.backward_group(group));
-    }
-  });
-  reducer_.set_bucket_hooks(comm::BucketHooks{
-      [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_start(bucket)); },
-      [this](size_t bucket, size_t) { mark(communication_.get(), cursor_.layout().bucket_end(bucket)); }});
+  timeline::start_engine_marks(
+      model_, reducer_, cursor_, [this](size_t slot) { mark(compute_.get(), slot); },
+      [this](size_t slot) { mark(communication_.get(), slot); });
 }
 
 template <typename T>
 void CudaEngine<T>::stop_marking() {
   marking_ = false;
-  model_.set_pass_marks({});
-  reducer_.set_bucket_hooks({});
+  timeline::stop_engine_marks(model_, reducer_);
 }
 
 // After every recorded step's work on the compute stream, which has by then waited for the copy stream's
@@ -417,7 +409,7 @@ timeline::RecordedSteps CudaEngine<T>::take_recorded_steps() {
   timeline::RecordedSteps recorded;
   recorded.device = true;
   recorded.layout = cursor_.layout();
-  for (size_t b = 0; b < recorded.layout.buckets; ++b) recorded.bucket_bytes.push_back(model_.bucket_plan().bytes(b));
+  recorded.bucket_bytes = timeline::bucket_bytes(model_.bucket_plan());
   recorded.upload_bytes = upload_bytes_;
   const size_t rows = cursor_.rows_begun();
   if (marking_) stop_marking();
