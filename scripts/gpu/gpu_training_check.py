@@ -51,7 +51,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from stop_at_step import stop_at_step  # noqa: E402
-from chrome_trace import read_trace  # noqa: E402
+from chrome_trace import read_trace, step_shares  # noqa: E402
 
 JOB = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "128", "processes_per_host": "1",
        "epochs": "4", "learning_rate": "0.2", "warmup_epochs": "0.5", "augmentation_type": "none", "seed": "5",
@@ -404,15 +404,9 @@ def check_timeline(args, data, work, ranks):
             continue
         if not all(b["ts"] < bucket["ts"] < b["ts"] + b["dur"] for b, bucket in zip(backward, first)):
             problems.append(f"rank {rank}: bucket 0 does not start inside backward")
-        pauses = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["cat"] == "pause"]
-
-        def unpaused(a, b):
-            return max(0, b - a) - sum(max(0, min(b, pe) - max(a, ps)) for ps, pe in pauses)
-
-        total = sum(unpaused(e["ts"], e["ts"] + e["dur"]) for e in steps)
-        counted = sum(unpaused(max(e["ts"], st["ts"]), min(e["ts"] + e["dur"], st["ts"] + st["dur"]))
-                      for st in steps for e in spans
-                      if e["cat"] in ("data_wait", "compute", "exposed_communication"))
+        totals = step_shares(spans)
+        total = totals["step"]
+        counted = totals["data_wait"] + totals["compute"] + totals["exposed_communication"]
         if abs(total - counted) > total / 20:
             problems.append(f"rank {rank}: counted {counted} of {total} us")
         line = re.search(rf"timeline rank={rank} .*", output)

@@ -124,6 +124,25 @@ def check_document(document):
     return document, events
 
 
+def step_shares(rank_spans):
+    """A rank's recorded time as its summary line adds it up: the steps' ("step" spans) and, within them, that
+    of its "data_wait", "compute" and "exposed_communication" spans, pauses ("pause" spans, the checkpoint's
+    write, say) left out. `rank_spans`: the rank's complete ("X") events."""
+    pauses = [(e["ts"], e["ts"] + e["dur"]) for e in rank_spans if e["cat"] == "pause"]
+
+    def unpaused(a, b):
+        return max(0, b - a) - sum(max(0, min(b, pe) - max(a, ps)) for ps, pe in pauses)
+
+    totals = {"step": 0, "data_wait": 0, "compute": 0, "exposed_communication": 0}
+    for step in (e for e in rank_spans if e["cat"] == "step"):
+        step_end = step["ts"] + step["dur"]
+        totals["step"] += unpaused(step["ts"], step_end)
+        for e in rank_spans:
+            if e["cat"] in ("data_wait", "compute", "exposed_communication"):
+                totals[e["cat"]] += unpaused(max(e["ts"], step["ts"]), min(e["ts"] + e["dur"], step_end))
+    return totals
+
+
 def main():
     try:
         document, events = read_trace(sys.argv[1])

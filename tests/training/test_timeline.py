@@ -26,7 +26,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from chrome_trace import TraceError, check_document, read_trace  # noqa: E402
+from chrome_trace import TraceError, check_document, read_trace, step_shares  # noqa: E402
 from command_line import paths_and_unittest_argv  # noqa: E402
 
 TRAIN = None
@@ -172,20 +172,9 @@ class TimelineOfATwoRankJob(unittest.TestCase):
         self.assertEqual(sorted(printed), [0, 1], self.stdout[-2000:])
         for rank, line in printed.items():
             self.assertEqual((int(line.group(3)), int(line.group(4))), (FIRST, LAST))
-            pauses = [(e["ts"], end(e)) for e in spans(events, rank) if e["cat"] == "pause"]
-
-            def unpaused(a, b):
-                return max(decimal.Decimal(0), b - a) - sum(max(decimal.Decimal(0), min(b, pe) - max(a, ps))
-                                                            for ps, pe in pauses)
-
-            totals = {"step": 0, "data_wait": 0, "compute": 0, "exposed_communication": 0}
             steps = [e for e in spans(events, rank) if e["cat"] == "step"]
             self.assertEqual(len(steps), LAST - FIRST + 1)
-            for step in steps:
-                totals["step"] += unpaused(step["ts"], end(step))
-                for e in spans(events, rank):
-                    if e["cat"] in ("data_wait", "compute", "exposed_communication"):
-                        totals[e["cat"]] += unpaused(max(e["ts"], step["ts"]), min(end(e), end(step)))
+            totals = step_shares(spans(events, rank))
             counted = totals["data_wait"] + totals["compute"] + totals["exposed_communication"]
             print(f"rank {rank}: steps {float(totals['step']) / 1e3:.1f} ms, counted {float(counted) / 1e3:.1f} ms "
                   f"({float(counted / totals['step']) * 100:.2f}%): {line.group(0)}", file=sys.stderr)
