@@ -173,6 +173,10 @@ HeldFiles::~HeldFiles() {
   }
 }
 
+std::string RecordIndex::record_name(const RecordEntry& entry) const {
+  return fmt::format("{}, byte offset {}", files[entry.file].name, entry.offset);
+}
+
 void hold_temporary_files(RecordIndex& index) {
   if (index.held) return;
   const bool any = std::any_of(index.files.begin(), index.files.end(), [](const RecordFile& f) { return f.temporary; });

@@ -87,6 +87,8 @@ struct RecordIndex {
   std::shared_ptr<HeldFiles> held;       // the temporary files, open (hold_temporary_files)
 
   int64_t size() const { return static_cast<int64_t>(entries.size()); }
+  // A record as messages name it: "FILE, byte offset N".
+  std::string record_name(const RecordEntry& entry) const;
 };
 
 // Opens the index's temporary files into `index.held` (once; nothing to do without temporary files). After

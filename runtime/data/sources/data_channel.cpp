@@ -269,9 +269,7 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
       hold_temporary_files(index);
       if (!options.share_index) index.inflated.reset();
       for (const auto& entry : index.entries) {
-        opened.labels.add(entry.label, [&] {
-          return fmt::format("{}, byte offset {}", index.files[entry.file].name, entry.offset);
-        });
+        opened.labels.add(entry.label, [&] { return index.record_name(entry); });
       }
       opened.corrupt_at_open = index.corrupt_skipped;
       opened.corrupt_notes = index.corrupt_notes;

@@ -31,8 +31,7 @@ RecordSource::RecordSource(RecordIndex index, const ImageFolderOptions& options)
 
 std::string RecordSource::sample_name(int64_t index) const {
   if (index < 0 || index >= size()) return SampleSource::sample_name(index);
-  const RecordEntry& entry = index_.entries[static_cast<size_t>(index)];
-  return fmt::format("{}, byte offset {}", index_.files[entry.file].name, entry.offset);
+  return index_.record_name(index_.entries[static_cast<size_t>(index)]);
 }
 
 std::string RecordSource::describe() const {
