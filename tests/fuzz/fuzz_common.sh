@@ -27,6 +27,12 @@ fi
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -DFMT_HEADER_ONLY -I"$root")
 
+# library_sources FOLDER: the .cpp files of the add_library(...) in FOLDER/CMakeLists.txt, so that a target
+# links a library as the build has it (a new source file in it needs no change in the fuzz scripts).
+library_sources() {
+  sed -n '/^add_library(/,/)/p' "$root/$1/CMakeLists.txt" | grep -oE '[A-Za-z0-9_/]+\.cpp' | sed "s|^|$root/$1/|"
+}
+
 # compile_objects PREFIX NEWEST SOURCE...: compiles each SOURCE into BUILD_DIR/obj/PREFIX<its name>.o, as many
 # compilers at once as there are cores. An object newer than its source and than NEWEST (the newest file it
 # may depend on: the headers, the calling script) is reused. Sets `objects` to the objects in SOURCE order;

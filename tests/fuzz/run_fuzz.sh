@@ -10,10 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/fuzz_common.sh" 30 "$@"
 mkdir -p "$build/corpus/job_config"
 # The target links common/ and job/ as the build has them: every source of their CMake libraries, compiled
 # here with the fuzzer's instrumentation into one archive, from which the linker takes what the parsers
-# need (a new source file in either library needs no change here).
-library_sources() {  # FOLDER: the .cpp files of the add_library(...) in FOLDER/CMakeLists.txt
-  sed -n '/^add_library(/,/)/p' "$root/$1/CMakeLists.txt" | grep -oE '[A-Za-z0-9_/]+\.cpp' | sed "s|^|$root/$1/|"
-}
+# need.
 mapfile -t library < <(library_sources common; library_sources job)
 [[ ${#library[@]} -gt 10 ]] || { echo "run_fuzz.sh: FAILED: found only ${#library[@]} sources in common/ and job/" >&2; exit 1; }
 

@@ -12,8 +12,10 @@ library=()
 for name in crc32c byte_stream protobuf_reader tf_example tfrecord record_index recordio record_stream; do
   library+=("$root/runtime/data/records/$name.cpp")
 done
-library+=("$root/common/environment_error.cpp")  # a full TMPDIR while inflating is the machine's fault
-library+=("$root/common/regular_file.cpp")  # byte_stream opens only regular files
+# common/ as the build has it, in an archive from which the linker takes what the readers need (regular
+# files, a full TMPDIR as the machine's fault, the inflated shards' owned folder, ...).
+mapfile -t common < <(library_sources common)
+[[ ${#common[@]} -gt 5 ]] || { echo "run_fuzz_data.sh: FAILED: found only ${#common[@]} sources in common/" >&2; exit 1; }
 targets=(fuzz_tfrecord fuzz_tf_example fuzz_recordio fuzz_record_stream)
 
 # An object newer than its source, every common and data header, the fuzz headers and the scripts is reused.
@@ -21,10 +23,14 @@ newest_header="$(ls -t "$root"/common/*.h "$root"/runtime/data/*.h "$root"/runti
                        "$here/fuzz_common.sh" | head -n 1 || true)"
 target_sources=()
 for target in "${targets[@]}"; do target_sources+=("$here/$target.cpp"); done
-compile_objects data_ "$newest_header" "${library[@]}" "${target_sources[@]}"
+compile_objects data_ "$newest_header" "${library[@]}" "${common[@]}" "${target_sources[@]}"
 library_objects=("${objects[@]:0:${#library[@]}}")
+common_archive="$build/obj/libdata_common.a"
+rm -f "$common_archive"
+ar rcs "$common_archive" "${objects[@]:${#library[@]}:${#common[@]}}"
 for target in "${targets[@]}"; do
-  "$cxx" -fsanitize=fuzzer,address,undefined -o "$build/$target" "$build/obj/data_$target.o" "${library_objects[@]}" -lz
+  "$cxx" -fsanitize=fuzzer,address,undefined -o "$build/$target" "$build/obj/data_$target.o" "${library_objects[@]}" \
+    "$common_archive" -lz
 done
 
 # Seeds: valid records of each format (TFRecord plain and gzip, Examples with packed and unpacked labels,
