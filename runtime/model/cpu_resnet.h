@@ -62,6 +62,10 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
   // BN running_mean / running_var by spec index.
   T* buffer_data(int spec_index) { return float_buffers_.data() + this->plan_.buffer_offset.at(static_cast<size_t>(spec_index)); }
 
+  // The input each output element of max-pool layer `layer` took in the last training pass (h * W + w, as
+  // torch's indices), laid out as its output.
+  const int32_t* max_pool_winners(size_t layer) const { return saved_.at(layer).argmax; }
+
   // The whole model state (parameters, BN buffers and counters) in torchvision's names and shapes, and back.
   ExportedTensors export_state() const;
   void import_state(const std::vector<model_io::Tensor>& tensors);  // tensors it lacks keep their values

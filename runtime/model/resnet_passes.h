@@ -60,6 +60,10 @@ class ResNetPasses {
     int64_t count = 0;
   };
   const std::vector<Parameter>& parameters() const { return parameters_; }
+  // Activation `index` of the last pass (spec's numbering; the shape is this step's), where the model keeps
+  // it (host or device memory). A ReLU's output is what tests/model reads to learn which way the ReLU decided.
+  const T* activation(int index) const { return activation_.at(static_cast<size_t>(index)); }
+  const ActivationShape& activation_shape(int index) const { return shapes_.at(static_cast<size_t>(index)); }
   // num_batches_tracked of a BN, by its spec index (a host counter on both backends).
   int64_t& batches_tracked(int spec_index) { return tracked_.at(plan_.buffer_offset.at(static_cast<size_t>(spec_index))); }
   std::vector<int64_t>& all_tracked() { return tracked_; }  // laid out by plan().buffer_offset

@@ -10,7 +10,8 @@
 // writes only "eval_logits": inference-mode logits of the float model with the given weights.
 // BATCH holds "images" F32 [N,H,W,3] (NHWC) and "labels" I64 [N]. OUT gets "loss" [1], "grad.<name>" for
 // every parameter, "state.<name>" for every parameter and buffer after the step (BN running statistics
-// updated), and "eval_logits" [N,CLASSES] from inference mode after the step.
+// updated), "decision.relu.K" and "decision.pool.K" (which way each ReLU and max-pool window decided:
+// export_decisions), and "eval_logits" [N,CLASSES] from inference mode after the step.
 #include "runtime/model/cpu_resnet.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model_io/safetensors.h"
@@ -24,6 +25,31 @@ using namespace train;
 using namespace train::model;
 
 namespace {
+
+// What the training pass decided at every kink, in forward order: "decision.relu.K" (1 where the K-th ReLU
+// passed its input, else 0; NHWC) and "decision.pool.K" (the input index each window took). Read before
+// inference overwrites the activations.
+template <typename T>
+ExportedTensors export_decisions(const CpuResNet<T>& model) {
+  ExportedTensors out;
+  int relus = 0, pools = 0;
+  const auto& layers = model.plan().spec.layers;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& shape = model.activation_shape(layers[l].output);
+    const std::vector<int64_t> dims{shape.n, shape.h, shape.w, shape.c};
+    if (layers[l].kind == LayerKind::relu) {
+      const T* y = model.activation(layers[l].output);
+      std::vector<float> passed(static_cast<size_t>(shape.size()));
+      for (size_t i = 0; i < passed.size(); ++i) passed[i] = y[i] > T(0) ? 1.0f : 0.0f;
+      out.add(fmt::format("decision.relu.{}", relus++), dims, std::move(passed));
+    } else if (layers[l].kind == LayerKind::max_pool) {
+      const int32_t* winners = model.max_pool_winners(l);
+      out.add(fmt::format("decision.pool.{}", pools++), dims,
+              std::vector<float>(winners, winners + shape.size()));
+    }
+  }
+  return out;
+}
 
 template <typename T>
 int run(int depth, int classes, const model_io::SafetensorsFile& weights, const model_io::SafetensorsFile& batch,
@@ -51,6 +77,7 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
     throw std::runtime_error(fmt::format("backward reported {} gradients for {} parameters", reported,
                                          model.parameter_tensors()));
   }
+  ExportedTensors decisions = export_decisions(model);
   std::vector<T> eval_logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, eval_logits.data());
 
@@ -61,6 +88,7 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
     view.name = "state." + view.name;
     views.push_back(view);
   }
+  for (const auto& view : decisions.views()) views.push_back(view);
   out.add("loss", {1}, std::vector<T>{static_cast<T>(result.loss)});
   out.add("eval_logits", {n, classes}, eval_logits);
   views.push_back(out.views()[out.views().size() - 2]);
