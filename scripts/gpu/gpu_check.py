@@ -106,9 +106,9 @@ class Programs:
 
 
 def machine_check(programs):
-    return Check("machine", "the libraries found and the GPU named (run.sh --check)", 20,
-                 "5-10 s: nvidia-smi, the bundle unpacked (34 MiB), each library found and asked its version, ldd "
-                 "of each program, PyTorch imported for its versions",
+    return Check("machine", "the libraries found and the GPU named (run.sh --check)", 30,
+                 "5-15 s: nvidia-smi (seconds when the driver is not kept loaded), the bundle unpacked (34 MiB), each "
+                 "library found and asked its version, ldd of each program, PyTorch imported for its versions",
                  [sys.executable, os.path.abspath(__file__), "--machine", programs.bundle or "-"], rows="machine",
                  gate=True)
 
@@ -241,7 +241,7 @@ def rest_plan(context):
                           "cache), 3 batch sizes side by side with the checks above",
                           bench + ["--variants", "none", "--peers", "compile", "--batches", str(batch),
                                    "--ready", ready, "--go", go, "--go-timeout", str(LIMIT), "--against", ours_json],
-                          after=("machine",), ready=ready))
+                          after=("machine",), ready=ready, rows="lines"))
     plan.append(Check("bench", "the CUDA engine at batch 64, 128 and 256 (reference and fast path), ResNet-50 "
                                "224x224 bf16", 90,
                       "40-60 s: 2 processes x 3 batch sizes, each 65 steps of 28-57 ms after the engine's start",
@@ -533,7 +533,7 @@ def verdicts(check, code, text, took):
         if not rows:
             return [(check.name, "FAIL", f"no result; exit {code} after {took:.0f} s: {' / '.join(last)[:300]}")]
         if code != 0 and all(verdict != "FAIL" for _, verdict, _ in rows):
-            rows.append((check.name, "FAIL", f"exit {code}: {' / '.join(last)[:300]} (log: {check.log})"))
+            rows.append((check.name, "FAIL", f"exit {code} after {took:.0f} s (log: {check.log})"))
         return rows
     if check.rows == "machine":
         found = machine_summary(os.path.join(os.path.dirname(check.log_path), check.log))
@@ -553,6 +553,7 @@ def verdicts(check, code, text, took):
                                      f"{check.log})")]
     summary = next((line for line in reversed(text.splitlines()) if re.search(r"passed|PASS|FAIL", line)), "")
     if code == 0:
+        summary = summary or (last[-1] if last else "")
         return [(check.name, "PASS", f"{summary.strip()[:200] or 'exit 0'}; {took:.0f} s (log: {check.log})")]
     failures = sum(bool(re.search(r"\bFAIL\b", line)) for line in text.splitlines())
     return [(check.name, "FAIL", f"exit {code}; {failures} FAIL lines; {' / '.join(last)[:300]}; {took:.0f} s (log: "

@@ -120,13 +120,12 @@ key="$( (cat "$build/train" "$out/fashion.tgz"; /usr/bin/python3 "$here/gpu_trai
 if [[ "$(cat "$out/references/key" 2>/dev/null)" != "$key" ]]; then
   echo "make_gpu_bundle.sh: the CPU's references (train device=cpu: the accuracy job and two two-rank jobs; minutes)"
   rm -rf "$stage/fashion" "$out/references.tmp" && tar xzf "$out/fashion.tgz" -C "$stage"
-  started=$SECONDS
   /usr/bin/python3 "$here/gpu_training_check.py" --make-references "$out/references.tmp" --data "$stage/fashion" \
     --train "$repo/$build/train" --work "$stage/references-work" > "$stage/references.log" 2>&1 ||
     { tail -n 20 "$stage/references.log" >&2; echo "make_gpu_bundle.sh: the CPU's references failed" >&2; exit 1; }
   echo "$key" > "$out/references.tmp/key"
   rm -rf "$out/references" && mv "$out/references.tmp" "$out/references"
-  echo "make_gpu_bundle.sh: $(tail -n 1 "$stage/references.log") ($((SECONDS - started)) s)"
+  echo "make_gpu_bundle.sh: $(tail -n 1 "$stage/references.log")"
 fi
 summary="$(/usr/bin/python3 - "$out/references/references.json" <<'PY'
 import json, sys
