@@ -63,15 +63,16 @@ class Check:
     come last, one at a time); rows: "exit" (one row from the exit status), "lines" (the CHECK|name|verdict|detail
     lines it prints), "sanitizer" (exit status, INFO where the machine refuses the sanitizer); ready: the check ends
     when its process writes this file, and the process waits for the release check (release: its key) to time it;
-    gate: when it fails, the checks that wait for it are not run (nothing can run without the libraries or data).
+    gate: when it fails, the checks that wait for it are not run (nothing can run without the libraries or data);
+    needs: checks it reads the results of while they run beside it (--only keeps them).
     """
 
     def __init__(self, key, name, budget, estimate, command, after=(), alone=False, rows="exit", env=None,
-                 ready=None, release=None, jobs=None, prepare=None, gate=False):
+                 ready=None, release=None, jobs=None, prepare=None, gate=False, needs=()):
         self.key, self.name, self.budget, self.estimate = key, name, budget, estimate
         self.command, self.after, self.alone, self.rows = command, tuple(after), alone, rows
         self.env, self.ready, self.release, self.jobs, self.prepare = env or {}, ready, release, jobs, prepare
-        self.gate = gate
+        self.gate, self.needs = gate, tuple(needs)
         self.state, self.results, self.process, self.started, self.ended = "waiting", [], None, None, None
         self.log = f"{key}.log"  # in LOGDIR
 
@@ -136,13 +137,13 @@ def data_check(context):
                                                    context.data, context.folder], gate=True)
 
 
-def training(context, key, name, budget, estimate, checks, after=("machine", "data"), extra=()):
+def training(context, key, name, budget, estimate, checks, after=("machine", "data"), extra=(), needs=()):
     command = [sys.executable, os.path.join(HERE, "gpu_training_check.py"), "--data", context.folder,
                "--train", shlex.join(context.programs("train")), "--infer", shlex.join(context.programs("gpu_infer")),
                "--checks", checks, "--work", os.path.join(context.work, context.training_work.get(key, key))]
     if context.references:
         command += ["--references", context.references]
-    return Check(key, name, budget, estimate, command + list(extra), after=after, rows="lines",
+    return Check(key, name, budget, estimate, command + list(extra), after=after, rows="lines", needs=needs,
                  jobs=os.path.join(context.work, context.training_work.get(key, key)))
 
 
@@ -170,7 +171,8 @@ def proof_plan(context):
         training(context, "resume", "SIGTERM mid-epoch and restart: the same model.safetensors bytes as the "
                                     "uninterrupted GPU run", 150,
                  "35-60 s: the job to step 40 (~15 s), its checkpoint, the restart to the end (~20 s), then the "
-                 "accuracy check's uninterrupted job (side by side) waited for", "resume", extra=["--after-accuracy"]),
+                 "accuracy check's uninterrupted job (side by side) waited for", "resume", extra=["--after-accuracy"],
+                 needs=("accuracy",)),
         training(context, "torchvision", "the model file in torchvision: logits equal to train's GPU inference "
                                          "within bf16 tolerance", 45,
                  "10-20 s: PyTorch imported, gpu_infer (CUDA start) on 64 images, torchvision on the CPU",
@@ -294,7 +296,7 @@ def worst_case(plan):
 
 
 def select(plan, only):
-    """The checks named and, transitively, those they wait for (in plan order)."""
+    """The checks named and, transitively, those they wait for or need (in plan order)."""
     by_key = {check.key: check for check in plan}
     unknown = [key for key in only if key not in by_key]
     if unknown:
@@ -304,7 +306,8 @@ def select(plan, only):
         key = pending.pop()
         if key not in wanted:
             wanted.add(key)
-            pending += list(by_key[key].after) + ([by_key[key].release] if by_key[key].release else [])
+            pending += list(by_key[key].after + by_key[key].needs) + ([by_key[key].release] if by_key[key].release
+                                                                     else [])
     return [check for check in plan if check.key in wanted]
 
 

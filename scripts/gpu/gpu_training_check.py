@@ -395,6 +395,8 @@ def check_accuracy(args, data, work, references):
     name = f"train device={args.device} vs device=cpu, Fashion-MNIST validation top-1 (within 2 points)"
     base = uninterrupted_base(args, work)
     job = accuracy_job(references)
+    if os.path.exists(base + ".finished"):  # an earlier run's, in a --work used again
+        os.remove(base + ".finished")
     make_job(base, data, dict(job, device=args.device))
     started = time.monotonic()
     try:

@@ -73,6 +73,9 @@ grep -q "check [0-9]* compile-256-timed: budget [0-9]* s, after compile-256, alo
 expect_code 0 "--only torchvision" bash "$check" --dry-run --only torchvision proof "$scratch/only"
 keys="$(grep -o '^check [0-9]* [^:]*' "$scratch/out" | awk '{print $3}' | tr '\n' ' ')"
 [[ $keys == "machine data accuracy torchvision " ]] || fail "--only torchvision ran: $keys"
+expect_code 0 "--only resume" bash "$check" --dry-run --only resume proof "$scratch/only"
+keys="$(grep -o '^check [0-9]* [^:]*' "$scratch/out" | awk '{print $3}' | tr '\n' ' ')"
+[[ $keys == "machine data accuracy resume " ]] || fail "--only resume (which compares with accuracy's job) ran: $keys"
 
 # A bundle's layout (no libraries needed for a dry run): its programs, data and references.
 mkdir -p "$scratch/bundle" && touch "$scratch/bundle/bundle.tgz" && cp "$repo/scripts/gpu/gpu_bundle_run.sh" "$scratch/bundle/run.sh"
