@@ -7,19 +7,27 @@
 #   bash BUNDLE/run.sh PROGRAM [ARGS...]            PROGRAM: a file name from the bundle (train, gpu_step_check, ...)
 #   bash BUNDLE/run.sh mpirun [MPIRUN ARGS...]      the machine's own mpirun, the libraries passed to every rank
 #   bash BUNDLE/run.sh compute-sanitizer [ARGS...]  the bundle's compute-sanitizer (from PyPI's wheel)
-#   bash BUNDLE/run.sh --check                      says where each library comes from; exit 127 when one is missing
+#   bash BUNDLE/run.sh --check                      says where each library comes from and its version (asked
+#                                                   of the library itself), the programs' unresolved libraries,
+#                                                   mpirun's and compute-sanitizer's versions; exit 127 when one
+#                                                   is missing
 #
-# The bundle is unpacked next to this script on first use. A library nobody provides is named, with where it
-# was looked for, instead of a loader error from deep inside a rank.
+# The bundle is unpacked on first use into /tmp/gpu-bundle/ID (ID: bundle.tgz's size and time), outside the
+# bundle's folder, so that a bundle run here once still carries only its archives. A library nobody provides is
+# named, with where it was looked for, instead of a loader error from deep inside a rank. Run as
+# scripts/gpu/gpu_bundle_run.sh --check (no bundle.tgz beside it), it reports the machine's libraries alone
+# (gpu_check.sh on a machine that builds).
 set -u
 dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [[ ! -f $dir/unpacked/.complete || $dir/bundle.tgz -nt $dir/unpacked/.complete ]]; then
-  rm -rf "$dir/unpacked.tmp" && mkdir -p "$dir/unpacked.tmp" &&
-    tar xzf "$dir/bundle.tgz" -C "$dir/unpacked.tmp" && touch "$dir/unpacked.tmp/.complete" &&
-    rm -rf "$dir/unpacked" && mv "$dir/unpacked.tmp" "$dir/unpacked" ||
-    { echo "run.sh: cannot unpack $dir/bundle.tgz" >&2; exit 1; }
+root=/nonexistent
+if [[ -f $dir/bundle.tgz ]]; then
+  root=/tmp/gpu-bundle/$(stat -c %s-%Y "$dir/bundle.tgz")
+  if [[ ! -f $root/.complete ]]; then
+    rm -rf "$root.tmp" && mkdir -p "$root.tmp" && tar xzf "$dir/bundle.tgz" -C "$root.tmp" &&
+      touch "$root.tmp/.complete" && rm -rf "$root" && mv "$root.tmp" "$root" ||
+      { echo "run.sh: cannot unpack $dir/bundle.tgz into $root" >&2; exit 1; }
+  fi
 fi
-root=$dir/unpacked
 
 # Where the machine keeps CUDA's libraries: Python's nvidia packages first (what PyTorch uses), then the
 # toolkit and the system's folders.
@@ -34,6 +42,7 @@ roots+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64
         /usr/lib64 /usr/local/lib)
 needed=(libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libnccl.so.2)
 found=""
+found_paths=()
 missing=()
 for library in "${needed[@]}"; do
   path=""
@@ -46,7 +55,7 @@ for library in "${needed[@]}"; do
   else
     folder=$(dirname "$path")
     case ":$found:" in *":$folder:"*) ;; *) found="${found:+$found:}$folder" ;; esac
-    [[ ${1:-} == --check ]] && echo "$library: $path"
+    found_paths+=("$path")
   fi
 done
 if [[ ${#missing[@]} -gt 0 ]]; then
@@ -59,12 +68,42 @@ export PATH="$root/bin:$root/sanitizer/bin:$PATH"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 case "${1:-}" in
   --check)
+    # Each library's version from its own API (cudnnGetVersion, cublasLtGetVersion, ncclGetVersion).
+    python3 - "${found_paths[@]}" <<'PY' 2>&1 || printf '%s: (version unknown: no python3)\n' "${found_paths[@]}"
+import ctypes, os, sys
+for path in sys.argv[1:]:
+    name, version = os.path.basename(path), "version unknown"
+    try:
+        library = ctypes.CDLL(path)
+        if name.startswith("libcudnn"):
+            library.cudnnGetVersion.restype = ctypes.c_size_t
+            number = library.cudnnGetVersion()
+            version = f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+        elif name.startswith("libcublas"):  # cuBLAS and cuBLASLt are one release
+            library = ctypes.CDLL(path.replace("libcublas.", "libcublasLt."))
+            library.cublasLtGetVersion.restype = ctypes.c_size_t
+            number = library.cublasLtGetVersion()
+            version = f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+        elif name.startswith("libnccl"):
+            number = ctypes.c_int()
+            if library.ncclGetVersion(ctypes.byref(number)) == 0:
+                value = number.value
+                version = f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
+    except (OSError, AttributeError) as error:
+        version = f"version unknown: {error}"
+    print(f"{name}: {path} ({version})")
+PY
     for program in "$root"/bin/*; do
+      [[ -e $program ]] || continue
       unresolved=$(ldd "$program" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
       if [[ -n $unresolved ]]; then echo "$(basename "$program"): unresolved: $unresolved"; missing+=(x); fi
     done
     command -v mpirun >/dev/null 2>&1 && echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -n 1))" ||
       { echo "mpirun: not found"; missing+=(mpirun); }
+    if command -v compute-sanitizer >/dev/null 2>&1; then
+      echo "compute-sanitizer: $(command -v compute-sanitizer) ($(compute-sanitizer --version 2>&1 | grep -m1 -i version))"
+    fi
+    [[ -x $root/bin/train ]] && echo "train: $("$root/bin/train" --version 2>&1 | head -n 1)"
     [[ ${#missing[@]} -eq 0 ]] && echo "run.sh: every program's libraries resolve" || exit 127
     exit 0 ;;
   "") sed -n '2,13p' "$0"; exit 64 ;;

@@ -1,51 +1,67 @@
 #!/usr/bin/env python3
-"""`train` itself on a GPU: a real job with device=cuda against the same job on the CPU, stop and resume on
-the GPU, the GPU's model file in torchvision, the fast path byte for byte, and two ranks on one GPU. Run by
-scripts/gpu/gpu_check.sh on a machine with a GPU.
+"""`train` itself on a GPU: real jobs with device=cuda against the CPU's results carried in the bundle, stop and
+resume on the GPU, the GPU's model file in torchvision, the fast path byte for byte, two ranks on one GPU, the
+timeline. Run by scripts/gpu/gpu_check.sh on a machine with a GPU, one check per process (they run side by side).
 
-    python3 scripts/gpu/gpu_training_check.py --data FASHION [--train CMD] [--infer CMD] [--work DIR]
-                                          [--checks LIST] [--device cuda|cpu] [--epochs N] [--fast-steps N]
+The CPU's side is computed where the bundle is made (scripts/gpu/make_gpu_bundle.sh), so that a GPU loan is spent
+on the GPU:
+
+    python3 scripts/gpu/gpu_training_check.py --make-references OUT --data FASHION [--train CMD] [--epochs 2]
+
+runs the CPU jobs (device=cpu) and writes OUT/references.json: the jobs' hyperparameters, a digest of the data
+folder, the accuracy job's validation top-1, and the two-rank jobs' sample logs, losses, checkpoint states and a
+digest of every checkpoint tensor (its norm, 32 signed sums over all of its elements and 256 of its values: a
+ResNet-18 tensor set is 45 MB, its digest under 1 MB). Then, on the GPU machine:
+
+    python3 scripts/gpu/gpu_training_check.py --data FASHION [--references DIR] [--train CMD] [--infer CMD]
+                                          [--work DIR] [--checks LIST] [--device cuda|cpu] [--after-accuracy]
 
 FASHION is a Fashion-MNIST image folder (train/ and validation/, as scripts/data/make_fashion_mnist_folder.py
-writes it) or a .tgz of one. --train runs `train` (default build/train; on a bundle machine
-"bash .gpu-bundle/run.sh train"); --infer runs tests/gpu/gpu_infer likewise. --checks picks from:
-  accuracy    ResNet-18 at 28x28, 1 rank, batch 128, 4 epochs (a few hundred steps), device=cuda (bf16) and
-              device=cpu on the same data and hyperparameters: both validation top-1 printed, within 2 points;
-  resume      the same GPU job stopped by SIGTERM at step 40 and restarted: model.safetensors bytes equal to
-              the uninterrupted GPU run's (deterministic cuDNN algorithms, no float atomics);
-  across      a checkpoint written by the stopped GPU job resumes with device=cpu, and one written by a CPU
-              job stopped the same way resumes with device=cuda (both finish and write their model);
-  torchvision the GPU run's model.safetensors loads strictly into torchvision.models.resnet18(num_classes=10),
-              whose logits (fp32) on 64 random images match train's own GPU inference (bf16) to bf16 tolerance;
-  fast        the same GPU job (--fast-steps steps) with TRAIN_FAST_PATH=1 and without: model.safetensors
+writes it). --train runs `train` (default build/train; on a bundle machine "bash .gpu-bundle/run.sh train");
+--infer runs tests/gpu/gpu_infer likewise. --checks picks from:
+  accuracy    the references' accuracy job (ResNet-18 at 28x28, 1 rank, batch 128, 2 epochs) with device=cuda
+              (bf16): validation top-1 within 2 points of the CPU run's (references);
+  resume      the same GPU job stopped by SIGTERM at step 40 and restarted: model.safetensors bytes equal to the
+              uninterrupted GPU run's (the accuracy job: with --after-accuracy, the one another process of this
+              script is running in the same --work, waited for; else run here first);
+  torchvision the uninterrupted GPU run's model.safetensors loads strictly into torchvision's resnet18
+              (num_classes=10), whose logits (fp32) on 64 random images match train's own GPU inference (bf16)
+              to bf16 tolerance (the same uninterrupted run as resume's);
+  fast        a GPU job of --fast-steps steps with TRAIN_FAST_PATH=1 and without, side by side: model.safetensors
               byte for byte equal (the fast path changes where values live, not one of them);
   two-ranks   two ranks on one GPU (TRAIN_RANKS_SHARE_GPUS=1: each rank its own NCCL host id, NCCL's socket
-              transport) against two CPU ranks, fp32, same data and hyperparameters: the same samples on each
-              rank, the averaged gradient of the first step (the momentum buffer of a one-step job's
-              checkpoint) within fp32 tolerance, a twelve-step job's losses, checkpoint (state and tensors)
-              and per-rank timing lines. When NCCL refuses, the check fails with what NCCL said.
-  timeline    timeline_steps=11-20 with 1 rank and with 2 ranks on the one GPU (TRAIN_RANKS_SHARE_GPUS=1):
-              the files are valid trace JSON (tests/support/chrome_trace.py), each rank has the GPU's tracks
-              (compute stream steps, waits for input, forward/backward by layer group, the copy stream's
-              uploads, each bucket on the communication stream), the first bucket starts before backward ends,
-              and the summary adds up to the compute stream's step time within 5%.
-(default: all of them). Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1 when any
-failed.
+              transport), fp32, against the two CPU ranks of the references on the same data and
+              hyperparameters: the same samples on each rank, the averaged gradient of the first step (the
+              momentum buffer of a one-step job's checkpoint) within fp32 tolerance, a twelve-step job's losses,
+              checkpoint (state and tensors) and per-rank timing lines. When NCCL refuses, it says what NCCL said;
+  timeline-1, timeline-2
+              timeline_steps=11-20 with 1 rank, and with 2 ranks on the one GPU: valid trace JSON
+              (tests/support/chrome_trace.py), each rank has the GPU's tracks (compute stream steps, waits for
+              input, forward/backward by layer group, the copy stream's uploads, each bucket on the communication
+              stream), the first bucket starts before backward ends, and the summary adds up to the compute
+              stream's step time within 5%;
+  across      (in no group of gpu_check.sh: it trains on the CPU of the GPU machine) a checkpoint of the stopped
+              GPU job resumes with device=cpu, and one of a CPU job stopped the same way with device=cuda.
+accuracy and two-ranks need --references. Prints one line per check, "CHECK|name|PASS or FAIL|detail", and exits 1
+when any failed.
 
---device cpu runs the same checks with the CPU standing in for the GPU: a test of this script on a machine
-without one (--infer "build/tests/model/model_check infer", a small --data), run by ctest for fast and
-two-ranks so that a GPU loan is not spent on this script's own mistakes.
+--device cpu runs the same checks with the CPU standing in for the GPU (--infer "build/tests/model/model_check
+infer", a small --data, references made from it): ctest's test of this script on a machine without one, so
+that a GPU loan is not spent on this script's own mistakes.
 """
 import argparse
+import datetime
+import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
-import tarfile
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,16 +69,27 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from stop_at_step import stop_at_step  # noqa: E402
 from chrome_trace import read_trace, step_shares  # noqa: E402
 
+REFERENCES_FORMAT = 1
+# The accuracy job (and resume's, torchvision's, across's): 12,000 training images at batch 128 are 94 steps an
+# epoch, a few seconds of GPU time; the CPU run that makes its reference takes minutes where the bundle is made.
 JOB = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "128", "processes_per_host": "1",
-       "epochs": "4", "learning_rate": "0.2", "warmup_epochs": "0.5", "augmentation_type": "none", "seed": "5",
+       "epochs": "2", "learning_rate": "0.2", "warmup_epochs": "0.5", "augmentation_type": "none", "seed": "5",
        "checkpoint_frequency": "1"}
 STOP_AT = 40
+TWO_RANKS = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "64", "processes_per_host": "2",
+             "epochs": "1", "learning_rate": "0.05", "augmentation_type": "none", "seed": "9",
+             "precision_dtype": "float32", "checkpoint_frequency": "1"}
+# Training images per class of the two-rank jobs: 60 images are one step of 64; 760 are twelve.
+TWO_RANK_SUBSETS = {"one-step": 6, "twelve-steps": 76}
+JOB_TIMEOUT = 900  # seconds for any one train job here (gpu_check.sh stops a check at its own budget before)
 
 
 def report(name, passed, detail):
     print(f"CHECK|{name}|{'PASS' if passed else 'FAIL'}|{detail}", flush=True)
     return passed
 
+
+# ---- jobs ---------------------------------------------------------------------------------------------------
 
 def make_job(base, data, hyperparameters):
     shutil.rmtree(base, ignore_errors=True)
@@ -81,7 +108,7 @@ def start_train(command, base, env=None):
     return subprocess.Popen(shlex.split(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def run_train(command, base, log, timeout=1800, env=None):
+def run_train(command, base, log, timeout=JOB_TIMEOUT, env=None):
     process = start_train(command, base, env)
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -94,9 +121,41 @@ def run_train(command, base, log, timeout=1800, env=None):
     return process.returncode, output
 
 
+def side_by_side(*calls):
+    """Runs each (function, args...) in a thread of its own; their results in order (jobs that do not time each
+    other share the machine)."""
+    results = [None] * len(calls)
+    errors = []
+
+    def run(index, function, arguments):
+        try:
+            results[index] = function(*arguments)
+        except BaseException as error:  # noqa: BLE001 - raised again below, in the caller's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i, call[0], call[1:])) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
 def last_top1(output):
     found = re.findall(r"validation_top1=([0-9.]+)", output)
     return float(found[-1]) if found else None
+
+
+def steps_of(output):
+    """The steps a job trained (its "model written ... after N steps" line), or None."""
+    found = re.findall(r"model written to .* after (\d+) steps", output)
+    return int(found[-1]) if found else None
+
+
+def losses_of(output):
+    return dict(re.findall(r"step=(\d+) epoch=\d+ loss=([0-9.]+)", output))
 
 
 def model_bytes(base):
@@ -107,133 +166,92 @@ def model_bytes(base):
         return f.read()
 
 
-def check_accuracy(args, data, work):
-    results = {}
-    for device in dict.fromkeys((args.device, "cpu")):  # once when the CPU stands in for the GPU
-        base = os.path.join(work, f"fashion-{device}")
-        make_job(base, data, dict(JOB, device=device))
-        started = time.monotonic()
-        code, output = run_train(args.train, base, os.path.join(work, f"fashion-{device}.log"))
-        seconds = time.monotonic() - started
-        first = next((line for line in output.splitlines() if "device " in line and "rank 0 of" in line), "")
-        results[device] = (code, last_top1(output), seconds, first.split("] ")[-1], output)
-    gpu, cpu = results[args.device], results["cpu"]
-    detail = (f"GPU top-1 {gpu[1]} ({gpu[2]:.0f} s, exit {gpu[0]}; {gpu[3]}), CPU top-1 {cpu[1]} "
-              f"({cpu[2]:.0f} s, exit {cpu[0]})")
-    passed = (gpu[0] == 0 and cpu[0] == 0 and gpu[1] is not None and cpu[1] is not None and
-              abs(gpu[1] - cpu[1]) <= 0.02 and f"device {args.device}" in gpu[3])
-    if gpu[0] != 0:
-        detail += " | GPU log tail: " + " / ".join(gpu[4].splitlines()[-5:])
-    passed = report("train device=cuda vs device=cpu, Fashion-MNIST validation top-1 (within 2 points)", passed,
-                    detail)
-    return passed, os.path.join(work, f"fashion-{args.device}")
+def tail(output, lines):
+    return " / ".join(output.splitlines()[-lines:])
 
 
-def check_resume(args, data, work, reference):
-    base = os.path.join(work, f"resume-{args.device}")
-    make_job(base, data, dict(JOB, device=args.device))
-    code, seen, _ = stop_at_step(start_train(args.train, base), STOP_AT, timeout=900, exit_timeout=300)
-    keep_checkpoint(base, os.path.join(work, f"checkpoint-from-{args.device}"))
-    stop_step = None
-    stopped = [line for line in seen if "stopped at step" in line]
-    if stopped:
-        stop_step = int(stopped[0].split("stopped at step ")[1].split()[0])
-    code2, output2 = run_train(args.train, base, os.path.join(work, f"resume-{args.device}.log"))
-    resumed, uninterrupted = model_bytes(base), model_bytes(reference)
-    same = resumed is not None and resumed == uninterrupted
-    return report("SIGTERM on the GPU, restart: model.safetensors bit-identical to the uninterrupted GPU run",
-           code == 143 and stop_step is not None and code2 == 0 and "resuming from" in output2 and same,
-           f"first run exit {code}, stopped at step {stop_step}; restart exit {code2}; model bytes "
-           f"{'equal' if same else 'DIFFERENT' if resumed else 'missing'}")
+# ---- what the CPU's side carries: a digest of the data and of each tensor --------------------------------------
+
+def folder_digest(folder):
+    """sha256 over every file's relative path and bytes (the same images on both machines)."""
+    digest = hashlib.sha256()
+    for directory, subdirectories, files in os.walk(folder, followlinks=True):
+        subdirectories.sort()
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            digest.update(os.path.relpath(path, folder).encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
 
 
-def keep_checkpoint(base, folder):
-    """A copy of a stopped job's checkpoint, before its restart replaces it."""
-    shutil.rmtree(folder, ignore_errors=True)
-    source = os.path.join(base, "checkpoints")
-    if os.path.isdir(source):
-        shutil.copytree(source, folder)
+PROJECTIONS, SAMPLED, BLOCK = 32, 256, 4096
 
 
-def check_across_devices(args, data, work):
-    """A checkpoint of one device resumes on the other: the state is the same fp32 state whatever the device."""
-    # A CPU job stopped as the GPU one was, for the other direction.
-    cpu_base = os.path.join(work, "stopped-cpu")
-    make_job(cpu_base, data, dict(JOB, device="cpu"))
-    stop_at_step(start_train(args.train, cpu_base), STOP_AT, timeout=1800, exit_timeout=300)
-    keep_checkpoint(cpu_base, os.path.join(work, "checkpoint-from-cpu"))
-    details, passed = [], True
-    for source, target in ((args.device, "cpu"), ("cpu", args.device)):
-        checkpoint = os.path.join(work, f"checkpoint-from-{source}")
-        base = os.path.join(work, f"{source}-to-{target}")
-        make_job(base, data, dict(JOB, device=target))
-        if not os.path.isdir(checkpoint):
-            details.append(f"{source} to {target}: no checkpoint from the stopped {source} job")
-            passed = False
-            continue
-        shutil.copytree(checkpoint, os.path.join(base, "checkpoints"))
-        code, output = run_train(args.train, base, os.path.join(work, f"{source}-to-{target}.log"))
-        ok = code == 0 and "resuming from" in output and model_bytes(base) is not None
-        passed &= ok
-        details.append(f"{source} checkpoint on {target}: exit {code}, "
-                       f"{'resumed' if 'resuming from' in output else 'NOT resumed'}, top-1 {last_top1(output)}")
-    return report("checkpoints cross devices: a GPU checkpoint resumes on the CPU and a CPU one on the GPU", passed,
-                  "; ".join(details))
-
-
-def check_torchvision(args, work, reference):
+def _signs(count, salt):
+    """(count, PROJECTIONS) of +-1, a fixed function of the position (the same on any machine and numpy)."""
     import numpy as np
-    import torch
-    import torchvision
-    from safetensors_numpy import read_safetensors, write_safetensors
-
-    model_path = os.path.join(reference, "model", "model.safetensors")
-    rng = np.random.default_rng(11)
-    images = rng.standard_normal((64, 28, 28, 3)).astype(np.float32)
-    images_path = os.path.join(work, "images.safetensors")
-    logits_path = os.path.join(work, "train-logits.safetensors")
-    write_safetensors(images_path, {"images": images})
-    precision = ["bf16"] if args.device == "cuda" else []
-    result = subprocess.run(shlex.split(args.infer) + ["18", "10", model_path, images_path, logits_path] + precision,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    if result.returncode != 0:
-        return report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
-                      f"gpu_infer exited {result.returncode}: {result.stdout[-500:]}")
-    produced = read_safetensors(logits_path)
-    ours = produced.get("logits", produced.get("eval_logits")).astype(np.float64)
-    model = torchvision.models.resnet18(num_classes=10)
-    state = {name: torch.from_numpy(np.array(value)) for name, value in read_safetensors(model_path).items()}
-    model.load_state_dict(state, strict=True)
-    model.eval()
-    with torch.no_grad():
-        theirs = model(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()).double().numpy()
-    rel_l2 = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
-    cosine = float((ours * theirs).sum() / (np.linalg.norm(ours) * np.linalg.norm(theirs)))
-    agree = float((ours.argmax(1) == theirs.argmax(1)).mean())
-    return report("the GPU model file in torchvision: logits equal to train's GPU inference (bf16 tolerance)",
-           rel_l2 < 2e-2 and cosine > 0.999 and agree >= 0.95,
-           f"strict load ok; rel L2 {rel_l2:.2e} (< 2e-2), cosine {cosine:.6f} (> 0.999), top-1 agreement "
-           f"{agree:.3f} (>= 0.95) on 64 images")
+    index = np.arange(count, dtype=np.uint64)[:, None] * np.uint64(PROJECTIONS) + np.arange(
+        PROJECTIONS, dtype=np.uint64)[None, :]
+    h = index * np.uint64(0x9E3779B97F4A7C15) + np.uint64(salt)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(29)
+    return np.where((h >> np.uint64(63)) == 1, -1.0, 1.0)
 
 
-def check_fast_path(args, data, work):
-    """The fast path trains the same bytes as the reference path, on the device under test."""
-    results = {}
-    for fast in ("0", "1"):
-        base = os.path.join(work, f"fast-path-{fast}")
-        make_job(base, data, dict(JOB, device=args.device, max_steps=str(args.fast_steps)))
-        code, output = run_train(args.train, base, os.path.join(work, f"fast-path-{fast}.log"),
-                                 env={"TRAIN_FAST_PATH": fast})
-        results[fast] = (code, model_bytes(base), output)
-    (code0, bytes0, _), (code1, bytes1, output1) = results["0"], results["1"]
-    same = bytes0 is not None and bytes0 == bytes1
-    detail = (f"{args.fast_steps} steps; reference exit {code0}, fast path exit {code1}; model.safetensors "
-              f"{'byte for byte equal' if same else 'DIFFERENT' if bytes0 and bytes1 else 'missing'}")
-    if code1 != 0:
-        detail += " | fast path log tail: " + " / ".join(output1.splitlines()[-4:])
-    return report(f"TRAIN_FAST_PATH=1 on {args.device}: the same model bytes as the reference path", code0 == 0 and
-                  code1 == 0 and same, detail)
+def tensor_digest(array):
+    """What a tensor's comparison needs, in under 3 KB: its L2 norm; PROJECTIONS sums of all its elements with
+    pseudo-random signs (the signs of element i are a(i mod BLOCK) b(i div BLOCK), so that the mean square of
+    the difference of two tensors' sums is the square of the L2 norm of their difference); SAMPLED of its values,
+    evenly spaced."""
+    import numpy as np
+    flat = np.asarray(array, dtype=np.float64).reshape(-1)
+    blocks = -(-flat.size // BLOCK)
+    padded = np.zeros(blocks * BLOCK)
+    padded[:flat.size] = flat
+    sums = ((padded.reshape(blocks, BLOCK) @ _signs(BLOCK, 1)) * _signs(blocks, 2)).sum(axis=0)
+    where = np.unique(np.linspace(0, flat.size - 1, min(flat.size, SAMPLED)).astype(np.int64))
+    return {"size": int(flat.size), "norm": float(np.linalg.norm(flat)), "sums": [float(v) for v in sums],
+            "values": [float(v) for v in flat[where]]}
 
+
+def digest_difference(reference, array):
+    """The relative L2 difference of `array` from the tensor `reference` digests: the larger of the estimate
+    from the signed sums (all elements) and the exact one over the sampled values."""
+    import numpy as np
+    ours = tensor_digest(array)
+    if ours["size"] != reference["size"]:
+        return float("inf")
+    norm = reference["norm"] or 1.0
+    estimate = float(np.sqrt(np.mean((np.array(ours["sums"]) - np.array(reference["sums"])) ** 2))) / norm
+    sampled = np.array(reference["values"])
+    sampled_norm = float(np.linalg.norm(sampled)) or 1.0
+    exact = float(np.linalg.norm(np.array(ours["values"]) - sampled)) / sampled_norm
+    return max(estimate, exact)
+
+
+def checkpoint_of(base):
+    """(state metadata, tensors) of a job's newest checkpoint, or (None, None)."""
+    from safetensors_numpy import read_safetensors
+    path = os.path.join(base, "checkpoints", "checkpoint.safetensors")
+    if not os.path.exists(path):
+        return None, None
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        metadata = json.loads(f.read(length)).get("__metadata__", {})
+    return json.loads(metadata.get("state", "{}")), read_safetensors(path)
+
+
+def weight_names(tensors):
+    return sorted(n for n in tensors if not n.startswith("optimizer.") and tensors[n].dtype.kind == "f")
+
+
+def momentum_names(tensors):
+    return sorted(n for n in tensors if n.startswith("optimizer.momentum."))
+
+
+# ---- the two-rank jobs (both sides) -------------------------------------------------------------------------
 
 def subset(data, folder, per_class):
     """An image folder with the first `per_class` training images of each class (links to `data`'s)."""
@@ -246,50 +264,290 @@ def subset(data, folder, per_class):
     return folder
 
 
-TWO_RANKS = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "64", "processes_per_host": "2",
-             "epochs": "1", "learning_rate": "0.05", "augmentation_type": "none", "seed": "9",
-             "precision_dtype": "float32", "checkpoint_frequency": "1"}
-
-
-def run_two_ranks(args, data, work, name, device):
-    """A two-rank job on `device` (two ranks on one GPU for cuda); returns (exit, output, base, sample log)."""
+def run_two_ranks(train, job, data, work, name, device):
+    """A two-rank job on `device` (two ranks on one GPU for cuda); (exit, output, base, {rank: sample log})."""
+    folder = subset(data, os.path.join(work, f"two-ranks-data-{name}-{device}"), TWO_RANK_SUBSETS[name])
     base = os.path.join(work, f"two-ranks-{name}-{device}")
-    make_job(base, data, dict(TWO_RANKS, device=device))
+    make_job(base, folder, dict(job, device=device))
     samples = os.path.join(work, f"two-ranks-{name}-{device}-samples")
     shutil.rmtree(samples, ignore_errors=True)
     os.makedirs(samples)
     env = {"TRAIN_SAMPLE_LOG": samples}
     if device == "cuda":
         env["TRAIN_RANKS_SHARE_GPUS"] = "1"
-    code, output = run_train(args.train, base, os.path.join(work, f"two-ranks-{name}-{device}.log"), timeout=900,
-                             env=env)
+    code, output = run_train(train, base, os.path.join(work, f"two-ranks-{name}-{device}.log"), env=env)
     logs = {}
     for rank in (0, 1):
         path = os.path.join(samples, f"rank-{rank}.txt")
-        logs[rank] = open(path).read() if os.path.exists(path) else None
+        logs[str(rank)] = open(path).read() if os.path.exists(path) else None
     return code, output, base, logs
 
 
-def relative_l2(a, b):
-    import numpy as np
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    norm = float(np.linalg.norm(b))
-    return float(np.linalg.norm(a - b)) / norm if norm > 0 else float(np.linalg.norm(a - b))
+# ---- the references, where the bundle is made -----------------------------------------------------------------
+
+def make_references(args, data, work):
+    """The CPU's side of the accuracy and two-rank checks, into args.make_references/references.json."""
+    started = time.monotonic()
+    job = dict(JOB, epochs=str(args.epochs))
+    base = os.path.join(work, "accuracy-cpu")
+    make_job(base, data, dict(job, device="cpu"))
+    (code, output), one, twelve = side_by_side(
+        (run_train, args.train, base, os.path.join(work, "accuracy-cpu.log"), 3600),
+        (run_two_ranks, args.train, TWO_RANKS, data, work, "one-step", "cpu"),
+        (run_two_ranks, args.train, TWO_RANKS, data, work, "twelve-steps", "cpu"))
+    failed = [(what, run[0], run[1]) for what, run in (("accuracy", (code, output)), ("one-step", one),
+                                                        ("twelve-steps", twelve)) if run[0] != 0]
+    if failed or last_top1(output) is None:
+        for what, exit_code, text in failed or [("accuracy", code, output)]:
+            print(f"make references: the CPU's {what} job exited {exit_code}: {tail(text, 8)}", file=sys.stderr)
+        return 1
+    one_state, one_tensors = checkpoint_of(one[2])
+    twelve_state, twelve_tensors = checkpoint_of(twelve[2])
+    if one_tensors is None or twelve_tensors is None:
+        print("make references: a two-rank CPU job left no checkpoint", file=sys.stderr)
+        return 1
+    references = {
+        "format": REFERENCES_FORMAT,
+        "made": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        "commit": git_commit(),
+        "train": {"command": args.train, "version": version_of(args.train), "sha256": file_sha256(args.train)},
+        "data": {"sha256": folder_digest(data),
+                 "images": {split: sum(len(files) for _, _, files in os.walk(os.path.join(data, split)))
+                            for split in ("train", "validation")}},
+        "accuracy": {"job": job, "top1": last_top1(output), "steps": steps_of(output),
+                     "seconds": round(time.monotonic() - started)},
+        "two_ranks": {
+            "job": TWO_RANKS, "subsets": TWO_RANK_SUBSETS,
+            "one-step": {"samples": one[3], "state": one_state,
+                         "momentum": {n: tensor_digest(one_tensors[n]) for n in momentum_names(one_tensors)}},
+            "twelve-steps": {"samples": twelve[3], "losses": losses_of(twelve[1]), "state": twelve_state,
+                             "tensors": sorted(twelve_tensors),
+                             "weights": {n: tensor_digest(twelve_tensors[n]) for n in weight_names(twelve_tensors)}},
+        },
+    }
+    os.makedirs(args.make_references, exist_ok=True)
+    path = os.path.join(args.make_references, "references.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(references, f)
+    os.replace(path + ".tmp", path)
+    print(f"make references: {path} ({os.path.getsize(path) // 1024} KiB): CPU top-1 {references['accuracy']['top1']} "
+          f"after {references['accuracy']['steps']} steps, two-rank jobs of 1 and 12 steps "
+          f"({time.monotonic() - started:.0f} s)")
+    return 0
 
 
-def checkpoint_of(base):
-    """(state metadata, tensors) of a job's newest checkpoint, or (None, None)."""
-    from safetensors_numpy import read_safetensors
-    path = os.path.join(base, "checkpoints", "checkpoint.safetensors")
-    if not os.path.exists(path):
-        return None, None
-    with open(path, "rb") as f:
-        raw = f.read()
-    import struct
-    (length,) = struct.unpack("<Q", raw[:8])
-    metadata = json.loads(raw[8:8 + length]).get("__metadata__", {})
-    state = json.loads(metadata.get("state", "{}"))
-    return state, read_safetensors(path)
+def references_key():
+    """What the references depend on besides train and the data: their format, the jobs and the digest. A change
+    to any makes make_gpu_bundle.sh compute them again (a change to how they are compared does not)."""
+    import inspect
+    parts = [REFERENCES_FORMAT, JOB, TWO_RANKS, TWO_RANK_SUBSETS, PROJECTIONS, SAMPLED, BLOCK] + [
+        inspect.getsource(function) for function in (tensor_digest, _signs, make_references, run_two_ranks, subset)]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def git_commit():
+    result = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    return result.stdout.strip() or None
+
+
+def file_sha256(command):
+    """The sha256 of the program a one-word command names (the build's train), else None."""
+    words = shlex.split(command)
+    if len(words) != 1 or not os.path.isfile(words[0]):
+        return None
+    with open(words[0], "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def version_of(train):
+    result = subprocess.run(shlex.split(train) + ["--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, timeout=60)
+    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else None
+
+
+def load_references(args, data):
+    """The references, or (None, why not) when they are missing or were made from other data."""
+    if not args.references:
+        return None, "no --references (make them with --make-references where the bundle is made)"
+    path = os.path.join(args.references, "references.json")
+    try:
+        with open(path) as f:
+            references = json.load(f)
+    except (OSError, ValueError) as error:
+        return None, f"cannot read {path}: {error}"
+    if references.get("format") != REFERENCES_FORMAT:
+        return None, (f"{path} is format {references.get('format')}, this script reads {REFERENCES_FORMAT}: "
+                      "remake the bundle (scripts/gpu/make_gpu_bundle.sh)")
+    if references["data"]["sha256"] != folder_digest(data):
+        return None, (f"{path} was made from other data than {data}: remake the bundle, or pass the bundle's "
+                      "own fashion.tgz")
+    return references, None
+
+
+# ---- the checks -----------------------------------------------------------------------------------------------
+
+def accuracy_job(references):
+    return dict(references["accuracy"]["job"]) if references else dict(JOB)
+
+
+def check_accuracy(args, data, work, references):
+    name = f"train device={args.device} vs device=cpu, Fashion-MNIST validation top-1 (within 2 points)"
+    base = uninterrupted_base(args, work)
+    job = accuracy_job(references)
+    if os.path.exists(base + ".finished"):  # an earlier run's, in a --work used again
+        os.remove(base + ".finished")
+    make_job(base, data, dict(job, device=args.device))
+    started = time.monotonic()
+    try:
+        code, output = run_train(args.train, base, base + ".log")
+    finally:
+        with open(base + ".finished", "w") as f:  # for resume and torchvision in other processes
+            f.write("done\n")
+    seconds = time.monotonic() - started
+    first = next((line for line in output.splitlines() if "device " in line and "rank 0 of" in line), "")
+    top1, cpu = last_top1(output), references["accuracy"]["top1"]
+    detail = (f"GPU top-1 {top1} ({seconds:.0f} s, exit {code}; {first.split('] ')[-1]}), CPU top-1 {cpu} "
+              f"({references['accuracy']['job']['epochs']} epochs of {references['data']['images']['train']} "
+              f"images, made {references['made']})")
+    if code != 0:
+        detail += " | GPU log tail: " + tail(output, 5)
+    passed = code == 0 and top1 is not None and abs(top1 - cpu) <= 0.02 and f"device {args.device}" in first
+    return report(name, passed, detail)
+
+
+def uninterrupted_base(args, work):
+    return os.path.join(work, f"uninterrupted-{args.device}")
+
+
+def uninterrupted_run(args, data, work, references):
+    """The uninterrupted GPU job resume and torchvision compare with: the accuracy check's (waited for, with
+    --after-accuracy), else run here."""
+    base = uninterrupted_base(args, work)
+    if args.after_accuracy:
+        deadline = time.monotonic() + args.wait
+        while not os.path.exists(base + ".finished"):
+            if time.monotonic() > deadline:
+                return None, f"the accuracy check's job ({base}) did not finish within {args.wait} s"
+            time.sleep(0.5)
+    else:
+        make_job(base, data, dict(accuracy_job(references), device=args.device))
+        run_train(args.train, base, base + ".log")
+    if model_bytes(base) is None:
+        return None, f"the uninterrupted job wrote no model (log: {base}.log)"
+    return base, None
+
+
+def check_resume(args, data, work, references):
+    name = "SIGTERM on the GPU, restart: model.safetensors bit-identical to the uninterrupted GPU run"
+    base = os.path.join(work, f"resume-{args.device}")
+    make_job(base, data, dict(accuracy_job(references), device=args.device))
+    code, seen, _ = stop_at_step(start_train(args.train, base), STOP_AT, timeout=JOB_TIMEOUT, exit_timeout=300)
+    keep_checkpoint(base, os.path.join(work, f"checkpoint-from-{args.device}"))
+    stopped = [line for line in seen if "stopped at step" in line]
+    stop_step = int(stopped[0].split("stopped at step ")[1].split()[0]) if stopped else None
+    code2, output2 = run_train(args.train, base, os.path.join(work, f"resume-{args.device}.log"))
+    reference, why = uninterrupted_run(args, data, work, references)
+    if reference is None:
+        return report(name, False, why)
+    resumed, uninterrupted = model_bytes(base), model_bytes(reference)
+    same = resumed is not None and resumed == uninterrupted
+    return report(name, code == 143 and stop_step is not None and code2 == 0 and "resuming from" in output2 and same,
+                  f"first run exit {code}, stopped at step {stop_step}; restart exit {code2}; model bytes "
+                  f"{'equal' if same else 'DIFFERENT' if resumed else 'missing'}")
+
+
+def keep_checkpoint(base, folder):
+    """A copy of a stopped job's checkpoint, before its restart replaces it."""
+    shutil.rmtree(folder, ignore_errors=True)
+    source = os.path.join(base, "checkpoints")
+    if os.path.isdir(source):
+        shutil.copytree(source, folder)
+
+
+def check_across_devices(args, data, work, references):
+    """A checkpoint of one device resumes on the other: the state is the same fp32 state whatever the device."""
+    name = "checkpoints cross devices: a GPU checkpoint resumes on the CPU and a CPU one on the GPU"
+    job = accuracy_job(references)
+    stopped = {}
+    for device in (args.device, "cpu"):
+        base = os.path.join(work, f"stopped-{device}")
+        make_job(base, data, dict(job, device=device))
+        stop_at_step(start_train(args.train, base), STOP_AT, timeout=JOB_TIMEOUT, exit_timeout=300)
+        stopped[device] = os.path.join(base, "checkpoints")
+    details, passed = [], True
+    for source, target in ((args.device, "cpu"), ("cpu", args.device)):
+        base = os.path.join(work, f"{source}-to-{target}")
+        make_job(base, data, dict(job, device=target))
+        if not os.path.isdir(stopped[source]):
+            details.append(f"{source} to {target}: no checkpoint from the stopped {source} job")
+            passed = False
+            continue
+        shutil.copytree(stopped[source], os.path.join(base, "checkpoints"))
+        code, output = run_train(args.train, base, os.path.join(work, f"{source}-to-{target}.log"))
+        ok = code == 0 and "resuming from" in output and model_bytes(base) is not None
+        passed &= ok
+        details.append(f"{source} checkpoint on {target}: exit {code}, "
+                       f"{'resumed' if 'resuming from' in output else 'NOT resumed'}, top-1 {last_top1(output)}")
+    return report(name, passed, "; ".join(details))
+
+
+def check_torchvision(args, data, work, references):
+    name = "the GPU model file in torchvision: logits equal to train's GPU inference (bf16 tolerance)"
+    reference, why = uninterrupted_run(args, data, work, references)
+    if reference is None:
+        return report(name, False, why)
+    try:
+        import numpy as np
+        import torch
+        import torchvision
+        from safetensors_numpy import read_safetensors, write_safetensors
+    except ImportError as error:
+        return report(name, False, f"{error}: this check needs numpy, PyTorch and torchvision")
+    model_path = os.path.join(reference, "model", "model.safetensors")
+    rng = np.random.default_rng(11)
+    images = rng.standard_normal((64, 28, 28, 3)).astype(np.float32)
+    images_path = os.path.join(work, "images.safetensors")
+    logits_path = os.path.join(work, "train-logits.safetensors")
+    write_safetensors(images_path, {"images": images})
+    precision = ["bf16"] if args.device == "cuda" else []
+    result = subprocess.run(shlex.split(args.infer) + ["18", "10", model_path, images_path, logits_path] + precision,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if result.returncode != 0:
+        return report(name, False, f"gpu_infer exited {result.returncode}: {result.stdout[-500:]}")
+    produced = read_safetensors(logits_path)
+    ours = produced.get("logits", produced.get("eval_logits")).astype(np.float64)
+    model = torchvision.models.resnet18(num_classes=10)
+    state = {key: torch.from_numpy(np.array(value)) for key, value in read_safetensors(model_path).items()}
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()).double().numpy()
+    rel_l2 = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
+    cosine = float((ours * theirs).sum() / (np.linalg.norm(ours) * np.linalg.norm(theirs)))
+    agree = float((ours.argmax(1) == theirs.argmax(1)).mean())
+    return report(name, rel_l2 < 2e-2 and cosine > 0.999 and agree >= 0.95,
+                  f"strict load ok; rel L2 {rel_l2:.2e} (< 2e-2), cosine {cosine:.6f} (> 0.999), top-1 agreement "
+                  f"{agree:.3f} (>= 0.95) on 64 images")
+
+
+def check_fast_path(args, data, work, references):
+    """The fast path trains the same bytes as the reference path, on the device under test."""
+    def run(fast):
+        base = os.path.join(work, f"fast-path-{fast}")
+        make_job(base, data, dict(JOB, device=args.device, max_steps=str(args.fast_steps)))
+        code, output = run_train(args.train, base, os.path.join(work, f"fast-path-{fast}.log"),
+                                 env={"TRAIN_FAST_PATH": fast})
+        return code, model_bytes(base), output
+
+    (code0, bytes0, _), (code1, bytes1, output1) = side_by_side((run, "0"), (run, "1"))
+    same = bytes0 is not None and bytes0 == bytes1
+    detail = (f"{args.fast_steps} steps; reference exit {code0}, fast path exit {code1}; model.safetensors "
+              f"{'byte for byte equal' if same else 'DIFFERENT' if bytes0 and bytes1 else 'missing'}")
+    if code1 != 0:
+        detail += " | fast path log tail: " + tail(output1, 4)
+    return report(f"TRAIN_FAST_PATH=1 on {args.device}: the same model bytes as the reference path",
+                  code0 == 0 and code1 == 0 and same, detail)
 
 
 def nccl_said(output):
@@ -298,82 +556,79 @@ def nccl_said(output):
     return " / ".join(lines[-4:])[:600]
 
 
-def check_two_ranks(args, data, work):
-    """Two ranks on one GPU (NCCL over sockets) against two CPU ranks, fp32."""
+def check_two_ranks(args, data, work, references):
+    """Two ranks on one GPU (NCCL over sockets) against the references' two CPU ranks, fp32."""
+    name = f"two ranks on one {args.device} (NCCL socket transport) against two CPU ranks, fp32"
+    carried = references["two_ranks"]
+    if carried["subsets"] != TWO_RANK_SUBSETS:
+        return report(name, False, f"the references' subsets {carried['subsets']} are not this script's "
+                                   f"{TWO_RANK_SUBSETS}: remake the bundle")
+    runs = dict(zip(TWO_RANK_SUBSETS, side_by_side(
+        *[(run_two_ranks, args.train, carried["job"], data, work, subset_name, args.device)
+          for subset_name in TWO_RANK_SUBSETS])))
     details, passed = [], True
-    # One step: the momentum buffer of the end-of-epoch checkpoint is the averaged gradient (plus weight decay
-    # times the same initial weights on both devices).
-    one = subset(data, os.path.join(work, "two-ranks-data-one-step"), per_class=6)  # 60 images: one step of 64
-    twelve = subset(data, os.path.join(work, "two-ranks-data-twelve-steps"), per_class=76)  # 760: twelve steps
-    runs = {}
-    for name, folder in (("one-step", one), ("twelve-steps", twelve)):
-        for device in dict.fromkeys((args.device, "cpu")):  # once when the CPU stands in for the GPU
-            runs[name, device] = run_two_ranks(args, folder, work, name, device)
-    for (name, device), (code, output, _, _) in runs.items():
+    for subset_name, (code, output, _, _) in runs.items():
         if code != 0:
             passed = False
-            said = nccl_said(output) if device == "cuda" else ""
-            details.append(f"{name} on {device}: exit {code}" + (f"; NCCL: {said}" if said else "") +
-                           " | log tail: " + " / ".join(output.splitlines()[-3:]))
+            said = nccl_said(output) if args.device == "cuda" else ""
+            details.append(f"{subset_name}: exit {code}" + (f"; NCCL: {said}" if said else "") +
+                           " | log tail: " + tail(output, 3))
     if not passed:
-        return report(f"two ranks on one {args.device} (NCCL socket transport) against two CPU ranks, fp32", False,
-                      "; ".join(details))
+        return report(name, False, "; ".join(details))
     # The same samples on each rank, step by step.
-    for name in ("one-step", "twelve-steps"):
-        gpu_logs, cpu_logs = runs[name, args.device][3], runs[name, "cpu"][3]
-        same = all(gpu_logs[r] is not None and gpu_logs[r] == cpu_logs[r] for r in (0, 1))
+    for subset_name in TWO_RANK_SUBSETS:
+        ours, theirs = runs[subset_name][3], carried[subset_name]["samples"]
+        same = all(ours[r] is not None and ours[r] == theirs[r] for r in ("0", "1"))
         passed &= same
-        details.append(f"{name}: samples per rank {'identical' if same else 'DIFFER'}")
-    # The averaged gradient of the first step.
-    (gpu_state, gpu_tensors), (cpu_state, cpu_tensors) = checkpoint_of(runs["one-step", args.device][2]), checkpoint_of(
-        runs["one-step", "cpu"][2])
-    names = sorted(n for n in (cpu_tensors or {}) if n.startswith("optimizer.momentum."))
-    if not names or gpu_tensors is None or gpu_state.get("step") != 1 or cpu_state.get("step") != 1:
+        details.append(f"{subset_name}: samples per rank {'identical' if same else 'DIFFER'}")
+    # The averaged gradient of the first step: the momentum buffer after one step (the gradient plus weight
+    # decay times the same initial weights on both devices).
+    state, tensors = checkpoint_of(runs["one-step"][2])
+    wanted = carried["one-step"]["momentum"]
+    if tensors is None or (state or {}).get("step") != 1 or momentum_names(tensors) != sorted(wanted):
         passed = False
-        details.append("one-step: no checkpoint with momentum buffers after exactly one step")
+        details.append(f"one-step: no checkpoint with the {len(wanted)} momentum buffers after exactly one step")
     else:
-        worst = max(relative_l2(gpu_tensors[n], cpu_tensors[n]) for n in names)
-        ok = worst <= 1e-3
-        passed &= ok
-        details.append(f"first step's averaged gradient (momentum, {len(names)} tensors): worst rel L2 {worst:.1e} "
-                       f"(<= 1e-3)")
+        worst = max((digest_difference(wanted[n], tensors[n]), n) for n in wanted)
+        passed &= worst[0] <= 1e-3
+        details.append(f"first step's averaged gradient (momentum, {len(wanted)} tensors): worst rel L2 "
+                       f"{worst[0]:.1e} (<= 1e-3, {worst[1]})")
     # Twelve steps: losses, checkpoint, timing lines.
-    gpu_out, cpu_out = runs["twelve-steps", args.device][1], runs["twelve-steps", "cpu"][1]
-    losses = [dict(re.findall(r"step=(\d+) epoch=\d+ loss=([0-9.]+)", text)) for text in (gpu_out, cpu_out)]
-    steps = sorted(set(losses[0]) & set(losses[1]), key=int)
-    worst_loss = max((abs(float(losses[0][k]) - float(losses[1][k])) / float(losses[1][k]) for k in steps), default=1)
-    ok = len(steps) >= 5 and worst_loss <= 1e-3
+    output = runs["twelve-steps"][1]
+    ours, theirs = losses_of(output), carried["twelve-steps"]["losses"]
+    steps = sorted(set(ours) & set(theirs), key=int)
+    worst_loss = max((abs(float(ours[k]) - float(theirs[k])) / float(theirs[k]) for k in steps), default=1)
+    ok = len(steps) >= 5 and len(steps) == len(theirs) and worst_loss <= 1e-3
     passed &= ok
-    details.append(f"losses at {len(steps)} log lines: worst rel diff {worst_loss:.1e} (<= 1e-3)")
-    (gpu_state, gpu_tensors), (cpu_state, cpu_tensors) = (checkpoint_of(runs["twelve-steps", args.device][2]),
-                                                          checkpoint_of(runs["twelve-steps", "cpu"][2]))
-    if gpu_state is None or cpu_state is None:
+    details.append(f"losses at {len(steps)} of {len(theirs)} log lines: worst rel diff {worst_loss:.1e} (<= 1e-3)")
+    state, tensors = checkpoint_of(runs["twelve-steps"][2])
+    if state is None:
         passed = False
-        details.append("twelve-steps: a checkpoint is missing")
+        details.append("twelve-steps: no checkpoint")
     else:
         keys = ("step", "epoch", "step_in_epoch", "world_size")
-        same_state = all(gpu_state.get(k) == cpu_state.get(k) for k in keys)
-        weights = [n for n in cpu_tensors if not n.startswith("optimizer.") and cpu_tensors[n].dtype.kind == "f"]
-        worst = max(relative_l2(gpu_tensors[n], cpu_tensors[n]) for n in weights)
-        ok = same_state and sorted(gpu_tensors) == sorted(cpu_tensors) and worst <= 1e-2
+        same_state = all(state.get(k) == carried["twelve-steps"]["state"].get(k) for k in keys)
+        weights = carried["twelve-steps"]["weights"]
+        same_names = sorted(tensors) == carried["twelve-steps"]["tensors"]
+        worst = max(digest_difference(weights[n], tensors[n]) if n in tensors else float("inf") for n in weights)
+        ok = same_state and same_names and worst <= 1e-2
         passed &= ok
-        details.append(f"checkpoint: state {'equal' if same_state else 'DIFFERS'} (step {gpu_state.get('step')}), "
-                       f"{len(gpu_tensors)} tensors, weights worst rel L2 {worst:.1e} (<= 1e-2)")
+        details.append(f"checkpoint: state {'equal' if same_state else 'DIFFERS'} (step {state.get('step')}), "
+                       f"{len(tensors)} tensors{'' if same_names else ' (names DIFFER)'}, weights worst rel L2 "
+                       f"{worst:.1e} (<= 1e-2)")
     timing = re.findall(r"timing step=\d+ .*reduction_wait max=([0-9.]+) \(rank (\d) on [^)]*\) min=([0-9.]+) "
-                        r"\(rank (\d)", gpu_out)
+                        r"\(rank (\d)", output)
     ranks_named = {rank for line in timing for rank in (line[1], line[3])}
     waited = any(float(line[0]) > 0 for line in timing)
     ok = len(timing) >= 5 and ranks_named == {"0", "1"} and waited
     passed &= ok
     details.append(f"{len(timing)} timing lines naming ranks {sorted(ranks_named)}, reduction wait measured "
                    f"{'> 0' if waited else 'ZERO'}")
-    return report(f"two ranks on one {args.device} (NCCL socket transport) against two CPU ranks, fp32", passed,
-                  "; ".join(details))
+    return report(name, passed, "; ".join(details))
 
 
-CHECKS = ("accuracy", "resume", "across", "torchvision", "fast", "two-ranks", "timeline")
 def check_timeline(args, data, work, ranks):
-    """A GPU job's timeline: the device's own tracks, buckets under backward, a summary that adds up."""
+    """A job's timeline on the device: the device's own tracks, buckets under backward, a summary that adds up."""
     name = f"timeline of a {ranks}-rank job on the {args.device} (steps 11-20)"
     base = os.path.join(work, f"timeline-{ranks}")
     make_job(base, data, dict(JOB, device=args.device, processes_per_host=str(ranks), max_steps="30",
@@ -381,7 +636,7 @@ def check_timeline(args, data, work, ranks):
     code, output = run_train(args.train, base, os.path.join(work, f"timeline-{ranks}.log"),
                              env={"TRAIN_RANKS_SHARE_GPUS": "1"})
     if code != 0:
-        return report(name, False, f"exit {code}: " + " / ".join(output.splitlines()[-5:]))
+        return report(name, False, f"exit {code}: " + tail(output, 5))
     problems, details = [], []
     try:
         _, events = read_trace(os.path.join(base, "output", "data", "timeline", "timeline.json"))
@@ -414,57 +669,62 @@ def check_timeline(args, data, work, ranks):
     return report(name, not problems, "; ".join(problems + details))
 
 
+CHECKS = {
+    "accuracy": check_accuracy,
+    "resume": check_resume,
+    "torchvision": check_torchvision,
+    "fast": check_fast_path,
+    "two-ranks": check_two_ranks,
+    "timeline-1": lambda args, data, work, references: check_timeline(args, data, work, 1),
+    "timeline-2": lambda args, data, work, references: check_timeline(args, data, work, 2),
+    "across": check_across_devices,
+}
+NEED_REFERENCES = ("accuracy", "two-ranks")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
+    parser.add_argument("--data", required=True, help="a Fashion-MNIST image folder (train/, validation/)")
     parser.add_argument("--train", default=os.path.join(ROOT, "build", "train"))
     parser.add_argument("--infer", default=os.path.join(ROOT, "build", "tests", "gpu", "gpu_infer"))
     parser.add_argument("--work", default=None)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="the device under test")
-    parser.add_argument("--checks", default=",".join(CHECKS), help="comma-separated: " + ", ".join(CHECKS))
-    parser.add_argument("--epochs", type=int, default=4, help="of the accuracy job (and the jobs resumed from it)")
+    parser.add_argument("--checks", default="accuracy,resume,torchvision,fast,two-ranks,timeline-1,timeline-2",
+                        help="comma-separated: " + ", ".join(CHECKS))
+    parser.add_argument("--references", default=None, help="a folder with references.json (--make-references)")
+    parser.add_argument("--after-accuracy", action="store_true",
+                        help="resume and torchvision wait for the accuracy check's job in --work (another process)")
+    parser.add_argument("--wait", type=int, default=600, help="seconds --after-accuracy waits at most")
     parser.add_argument("--fast-steps", type=int, default=60, help="steps of each fast-path job")
+    parser.add_argument("--make-references", metavar="OUT", default=None,
+                        help="run the CPU's side (device=cpu) and write OUT/references.json; no checks")
+    parser.add_argument("--epochs", type=int, default=int(JOB["epochs"]), help="of the accuracy job (--make-references)")
+    if sys.argv[1:] == ["--references-key"]:
+        print(references_key())
+        return 0
     args = parser.parse_args()
+    work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="gpu-training-check-"))
+    os.makedirs(work, exist_ok=True)
+    data = os.path.abspath(args.data)
+    if not os.path.isdir(os.path.join(data, "train")) or not os.path.isdir(os.path.join(data, "validation")):
+        parser.error(f"--data {args.data}: expected an image folder with train/ and validation/ "
+                     "(scripts/data/make_fashion_mnist_folder.py writes one)")
+    if args.make_references:
+        return make_references(args, data, work)
     checks = [c for c in args.checks.split(",") if c]
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
         parser.error(f"unknown checks {unknown}; choose from {', '.join(CHECKS)}")
-    JOB["epochs"] = str(args.epochs)
-    work = args.work or tempfile.mkdtemp(prefix="gpu-training-check-")
-    os.makedirs(work, exist_ok=True)
-    data = args.data
-    if data.endswith((".tgz", ".tar.gz")):
-        with tarfile.open(data) as archive:
-            archive.extractall(os.path.join(work, "data"))
-        roots = [os.path.join(work, "data", d) for d in os.listdir(os.path.join(work, "data"))]
-        data = roots[0] if len(roots) == 1 and os.path.isdir(os.path.join(roots[0], "train")) else os.path.join(work, "data")
-    data = os.path.abspath(data)
-    results, reference = [], None
-    if "accuracy" in checks:
-        accurate, reference = check_accuracy(args, data, work)
-        results.append(accurate)
-    elif {"resume", "torchvision"} & set(checks):
-        # They compare with the uninterrupted GPU run: make it.
-        reference = os.path.join(work, f"fashion-{args.device}")
-        make_job(reference, data, dict(JOB, device=args.device))
-        run_train(args.train, reference, os.path.join(work, f"fashion-{args.device}.log"))
-    if "resume" in checks:
-        results.append(check_resume(args, data, work, reference))
-    if "across" in checks:
-        results.append(check_across_devices(args, data, work))
-    if "torchvision" in checks:
+    references, why = load_references(args, data)
+    results = []
+    for check in checks:
+        if check in NEED_REFERENCES and references is None:
+            results.append(report(f"{check}: against the CPU's references", False, why))
+            continue
         try:
-            results.append(check_torchvision(args, work, reference))
-        except Exception as error:  # noqa: BLE001 - a missing PyTorch or file is a failed check, reported
-            results.append(report("the GPU model file in torchvision: logits equal to train's GPU inference", False,
-                                  repr(error)[:300]))
-    if "fast" in checks:
-        results.append(check_fast_path(args, data, work))
-    if "two-ranks" in checks:
-        results.append(check_two_ranks(args, data, work))
-    if "timeline" in checks:
-        for ranks in (1, 2):
-            results.append(check_timeline(args, data, work, ranks))
+            results.append(CHECKS[check](args, data, work, references))
+        except Exception as error:  # noqa: BLE001 - a missing file or a crash of this script is a failed check
+            results.append(report(check, False, f"the check itself failed: {error!r}"[:400]))
     print(f"logs and jobs: {work}", flush=True)
     return 0 if all(results) else 1
 

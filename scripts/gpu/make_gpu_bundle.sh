@@ -7,12 +7,17 @@
 #                     neither CUDA's, MPI's nor glibc's, and compute-sanitizer (NVIDIA's PyPI wheel)
 #   OUT/run.sh        scripts/gpu/gpu_bundle_run.sh: finds CUDA's libraries on that machine and runs a program
 #   OUT/fashion.tgz   12,000 training and 10,000 validation Fashion-MNIST images as an image folder
+#   OUT/references/   the CPU's side of the training checks, computed here with this build's train (device=cpu)
+#                     on that data (scripts/gpu/gpu_training_check.py --make-references: the accuracy job's top-1,
+#                     the two-rank jobs' samples, losses and tensor digests; minutes on 2 cores), made again only
+#                     when train, the data or gpu_training_check.py changed
+#   OUT/made.txt      when, from which commit, and the references' summary (gpu_check.sh's record quotes it)
 # It works from any clone or copy of the repository: it builds in this checkout's build/ only when that was
 # configured from this checkout (a build/ copied from elsewhere is left alone: build-gpu/ is configured here
-# instead), and finds its helpers beside itself. It prints the bundle's size; the device tool carries at most
-# 64 MiB. Then, on the GPU machine, from a copy of the repository with OUT:
-#   bash scripts/gpu/gpu_check.sh --bundle OUT --list          the check groups
-#   bash scripts/gpu/gpu_check.sh --bundle OUT GROUP LOGDIR    one group (each fits in one 10-minute command)
+# instead), and finds its helpers beside itself. It prints the bundle's size and fails above 60 MiB (the device
+# tool carries at most 64 MiB with the repository). Then, on the GPU machine, from a copy of the repository with
+# OUT (docs/gpu.md's "Checking it on a GPU"):
+#   bash scripts/gpu/gpu_check.sh --bundle OUT proof LOGDIR     then rest: each group within 360 s
 # --print-build-dir: only say which build folder would be used, and why (nothing is built).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -107,5 +112,34 @@ if [[ ! -f "$out/fashion.tgz" ]]; then
   /usr/bin/python3 "$repo/scripts/data/make_fashion_mnist_folder.py" --limit 12000 "$data" > /dev/null
   tar czf "$out/fashion.tgz.tmp" -C "$stage" fashion && mv "$out/fashion.tgz.tmp" "$out/fashion.tgz"
 fi
-echo "make_gpu_bundle.sh: $out: $(du -sh --apparent-size "$out" | cut -f1) in all (bundle.tgz $(du -h --apparent-size "$out/bundle.tgz" | cut -f1): ${programs[*]}, $(ls "$stage/lib" | wc -l) libraries, compute-sanitizer; fashion.tgz $(du -h --apparent-size "$out/fashion.tgz" | cut -f1))"
-echo "  on the GPU machine: bash scripts/gpu/gpu_check.sh --bundle $(realpath --relative-to="$repo" "$out" 2>/dev/null || echo "$out") --list"
+
+# The CPU's side of the training checks, from this train on this data (kept while neither, nor the jobs and
+# digests gpu_training_check.py defines, changed).
+key="$( (cat "$build/train" "$out/fashion.tgz"; /usr/bin/python3 "$here/gpu_training_check.py" --references-key) |
+       sha256sum | cut -c1-16)"
+if [[ "$(cat "$out/references/key" 2>/dev/null)" != "$key" ]]; then
+  echo "make_gpu_bundle.sh: the CPU's references (train device=cpu: the accuracy job and two two-rank jobs; minutes)"
+  rm -rf "$stage/fashion" "$out/references.tmp" && tar xzf "$out/fashion.tgz" -C "$stage"
+  /usr/bin/python3 "$here/gpu_training_check.py" --make-references "$out/references.tmp" --data "$stage/fashion" \
+    --train "$repo/$build/train" --work "$stage/references-work" > "$stage/references.log" 2>&1 ||
+    { tail -n 20 "$stage/references.log" >&2; echo "make_gpu_bundle.sh: the CPU's references failed" >&2; exit 1; }
+  echo "$key" > "$out/references.tmp/key"
+  rm -rf "$out/references" && mv "$out/references.tmp" "$out/references"
+  echo "make_gpu_bundle.sh: $(tail -n 1 "$stage/references.log")"
+fi
+summary="$(/usr/bin/python3 - "$out/references/references.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("references made {} from {}: CPU top-1 {} after {} steps".format(r["made"], r["commit"], r["accuracy"]["top1"],
+                                                                       r["accuracy"]["steps"]))
+PY
+)"
+echo "made $(date -u +%Y-%m-%dT%H:%MZ) from $(git -C "$repo" describe --always --dirty 2>/dev/null || echo 'an unknown commit'); $summary" > "$out/made.txt"
+
+size=$(du -sb --apparent-size "$out" --exclude=unpacked | cut -f1)
+echo "make_gpu_bundle.sh: $out: $((size / 1048576)) MiB in all (bundle.tgz $(du -h --apparent-size "$out/bundle.tgz" | cut -f1): ${programs[*]}, $(ls "$stage/lib" | wc -l) libraries, compute-sanitizer; fashion.tgz $(du -h --apparent-size "$out/fashion.tgz" | cut -f1); references $(du -sh --apparent-size "$out/references" | cut -f1))"
+if [[ $size -gt $((60 * 1048576)) ]]; then
+  echo "make_gpu_bundle.sh: $out is over 60 MiB: the device tool carries at most 64 MiB with the repository" >&2
+  exit 1
+fi
+echo "  on the GPU machine: bash scripts/gpu/gpu_check.sh --bundle $(realpath --relative-to="$repo" "$out" 2>/dev/null || echo "$out") proof LOGDIR"
