@@ -68,7 +68,6 @@ class JobRun {
   int run(const EnvironmentMap& given_environment, SignalInbox& inbox, LauncherCompanions* companions) {
     companions_ = companions;
     become_child_subreaper();
-    start_job_report(job_.paths);
     const OutputLocations* trained = job_.workload == Workload::train_resnet ? &job_.outputs : nullptr;
     if (auto problems = unwritable_directories(job_output_directories(job_.paths, trained, given_environment));
         !problems.empty()) {
@@ -76,8 +75,7 @@ class JobRun {
       std::string summary = describe_unwritable(problems, details);
       log_error("{}", summary);
       for (const auto& line : details) log_error("{}", line);
-      write_failure_file(job_.paths, compose_failure_text(summary, details));
-      return exit_code::environment;
+      return report_failure(job_.paths, summary, details, exit_code::environment);
     }
     EnvironmentMap ranks_environment = given_environment;
     try {
@@ -105,10 +103,11 @@ class JobRun {
       log_error("{}", summary);
       const auto too_long =
           explain_if_argument_list_too_long(error, command, ranks_environment, job_.hyperparameters.decoded());
-      write_failure_file(job_.paths, compose_failure_text(
-          summary, {too_long ? *too_long + "."
-                             : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
-      return exit_code::launch_failed;
+      return report_failure(
+          job_.paths, summary,
+          {too_long ? *too_long + "."
+                    : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."},
+          exit_code::launch_failed);
     }
     event_loop(inbox);
     demux_.finish();
@@ -304,8 +303,7 @@ class JobRun {
     } else {
       log_error("{}", verdict.summary);
     }
-    write_failure_file(job_.paths, compose_failure_text(verdict.summary, verdict.details));
-    return verdict.exit_code;
+    return report_failure(job_.paths, verdict.summary, verdict.details, verdict.exit_code);
   }
 
   const JobDescription& job_;

@@ -62,8 +62,7 @@ int report_invalid_job(const JobPaths& paths, const std::string& problems) {
   for (const auto& line : lines) log_error("{}", line);
   std::string summary = fmt::format("The job description is invalid: {}", lines.front());
   std::vector<std::string> rest(lines.begin() + 1, lines.end());
-  write_failure_file(paths, compose_failure_text(summary, rest));
-  return exit_code::invalid_job;
+  return report_failure(paths, summary, rest, exit_code::invalid_job);
 }
 
 int launch(const std::vector<std::string>& user_command) {
@@ -78,6 +77,8 @@ int launch(const std::vector<std::string>& user_command) {
   set_log_fallback(paths.output() / "train.log");
   log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
   if (locked.warning) log_info("warning: {}", *locked.warning);
+  // Before anything can fail: an earlier run's failure file is moved aside, never taken for this run's reason.
+  start_job_report(paths);
   EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;

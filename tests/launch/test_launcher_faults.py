@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Faults of the launcher's own (issue 31): report files that cannot be written where they belong, stops that
+the job did not ask for, resource limits too low for mpirun or for the files the job writes, and ranks that
+never start.
+
+    python3 test_launcher_faults.py --train /path/to/train [unittest arguments]
+
+Each scenario runs a small one-host job with the real `train` and mpirun (test_faults.py's FaultCase: its own
+/opt/ml-like directory, a token that no process of the job may outlive), and checks the exit code, what
+output/failure (or the log, where the failure file cannot be written) says, and that no process is left. As
+root: the folders that cannot be moved are bind mounts in a mount namespace of the test's own.
+"""
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_launch  # noqa: E402
+from test_faults import FaultCase, SMALL, SYNTHETIC  # noqa: E402
+from test_launch import sh, wait_for  # noqa: E402
+
+ONE_RANK = {"processes_per_host": "1"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The failure file: this run's reason is written, or the job says loudly that it could not
+
+
+class FailureFileInTheWay(FaultCase):
+    """An earlier run's output/failure that is not a plain file, or that cannot be moved aside."""
+
+    def failing_job(self, setup=None):
+        """`train -- sh -c 'exit 3'` on one rank (inside `setup`'s mount namespace when given); its exit code."""
+        self.job(ONE_RANK)
+        if setup is None:
+            return self.run_job(args=sh('echo "the rank failed on purpose" >&2; exit 3'))
+        self.start_wrapped(setup, sh('echo "the rank failed on purpose" >&2; exit 3'))
+        return self.finish(120)
+
+    def this_runs_reason_is_written(self, code):
+        self.assert_exit_code(code, 3)
+        lines = self.failure_lines()
+        self.assertEqual(lines[0], "Rank 0 of 1 on host algo-1 exited with code 3.", self.logs())
+        self.assertIn("the rank failed on purpose", lines)
+        self.assert_nothing_left()
+
+    def test_an_earlier_failure_folder_is_moved_aside(self):
+        os.makedirs(self.output_path("failure"))
+        with open(os.path.join(self.output_path("failure"), "note"), "w") as f:
+            f.write("an earlier run's folder\n")
+        self.this_runs_reason_is_written(self.failing_job())
+        with open(os.path.join(self.output_path("failure.previous"), "note")) as f:
+            self.assertEqual(f.read(), "an earlier run's folder\n")
+        self.assertIn(f"moved the failure file of an earlier run to {self.output_path('failure.previous')}",
+                      self.stderr_text())
+
+    def test_an_earlier_dangling_failure_link_is_moved_aside(self):
+        os.makedirs(self.output_path(""))
+        os.symlink(os.path.join(self.base, "nowhere"), self.output_path("failure"))
+        self.this_runs_reason_is_written(self.failing_job())
+        self.assertEqual(os.readlink(self.output_path("failure.previous")), os.path.join(self.base, "nowhere"))
+
+    def test_an_earlier_failure_file_beside_a_previous_folder_is_moved_to_a_free_name(self):
+        # failure.previous is a folder: the file cannot take its name.
+        os.makedirs(os.path.join(self.output_path("failure.previous"), "older"))
+        with open(self.output_path("failure"), "w") as f:
+            f.write("an earlier run failed\n")
+        self.this_runs_reason_is_written(self.failing_job())
+        moved = self.output_path("failure.previous.1")
+        with open(moved) as f:
+            self.assertEqual(f.read(), "an earlier run failed\n")
+        self.assertTrue(os.path.isdir(os.path.join(self.output_path("failure.previous"), "older")))
+        self.assertIn(f"moved the failure file of an earlier run to {moved}", self.stderr_text())
+
+    def test_a_failure_file_that_cannot_be_moved_aside_is_never_taken_for_this_runs_reason(self):
+        # A bind mount cannot be renamed (EBUSY): the earlier reason stays where this run's would go. The
+        # job says so at the start and at the end, and its exit code says that its reason could not be written.
+        for kind, make in (("folder", 'mkdir -p "$BASE/stale"; echo old > "$BASE/stale/reason"'),
+                           ("file", 'echo "an earlier run failed" > "$BASE/stale"')):
+            with self.subTest(kind=kind):
+                subprocess.run(["rm", "-rf", self.output_path(""), os.path.join(self.base, "stale")], check=True)
+                os.makedirs(self.output_path(""))
+                setup = (f'{make}\n'
+                         f'if [ -d "$BASE/stale" ]; then mkdir "$BASE/output/failure"; '
+                         f'else : > "$BASE/output/failure"; fi\n'
+                         'mount --bind "$BASE/stale" "$BASE/output/failure"')
+                code = self.failing_job(setup)
+                self.assert_exit_code(code, 74)
+                log = self.stderr_text()
+                self.assertNotIn("moved the failure file of an earlier run", log)
+                self.assertRegex(log, r"cannot move the failure file of an earlier run \(a " + kind + r"\), "
+                                      r".*output/failure, aside: Device or resource busy")
+                self.assertIn("Rank 0 of 1 on host algo-1 exited with code 3.", log)
+                self.assertRegex(log, r"this run's failure reason could not be written to .*output/failure: it is "
+                                      r"still the earlier run's")
+                self.assert_nothing_left()
+                # Outside the mount namespace output/failure is what was there before: nothing was written.
+                if kind == "folder":
+                    self.assertEqual(os.listdir(self.output_path("failure")), [])
+                else:
+                    self.assertEqual(os.path.getsize(self.output_path("failure")), 0)
+
+    def test_an_invalid_job_does_not_keep_an_earlier_runs_reason(self):
+        # The job description is refused before a rank starts: the earlier run's reason was kept as this one's.
+        os.makedirs(self.output_path(""))
+        with open(self.output_path("failure"), "w") as f:
+            f.write("an earlier run failed\n")
+        self.job({"processes_per_host": "four"})
+        self.assert_exit_code(self.run_job(), 65)
+        self.assertRegex(self.failure_lines()[0], r"^The job description is invalid: .*processes_per_host")
+        with open(self.output_path("failure.previous")) as f:
+            self.assertEqual(f.read(), "an earlier run failed\n")
+
+    def test_a_dangling_link_the_job_leaves_is_replaced_by_the_reason(self):
+        # The command itself leaves a dangling link at output/failure: no reason there, so train's goes in
+        # its place (a file the job wrote would be kept).
+        self.job(ONE_RANK)
+        code = self.run_job(args=sh('ln -s "$SAGEMAKER_BASE_DIR/nowhere" "$SAGEMAKER_BASE_DIR/output/failure"; '
+                                    'echo "the rank failed on purpose" >&2; exit 3'))
+        self.this_runs_reason_is_written(code)
+        self.assertFalse(os.path.islink(self.output_path("failure")))
+
+    def test_a_folder_the_job_leaves_in_its_place_is_said_loudly(self):
+        self.job(ONE_RANK)
+        code = self.run_job(args=sh('mkdir "$SAGEMAKER_BASE_DIR/output/failure"; exit 3'))
+        self.assert_exit_code(code, 74)
+        self.assertRegex(self.stderr_text(), r"this run's failure reason could not be written to .*output/failure: "
+                                             r"a folder is in its place")
+        self.assertIn("Rank 0 of 1 on host algo-1 exited with code 3.", self.stderr_text())
+        self.assert_nothing_left()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", required=True, help="the train executable to test")
+    args, rest = parser.parse_known_args()
+    test_launch.TRAIN = os.path.abspath(args.train)
+    if os.geteuid() != 0:
+        sys.exit("test_launcher_faults.py: needs root (mount namespaces)")
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
