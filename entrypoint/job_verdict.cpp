@@ -99,11 +99,20 @@ JobVerdict rank_failed(const JobDescription& job, const JobEndFacts& facts, cons
                      : fmt::format("exited with code {}", failure.exit_code.value_or(mpirun_code));
   verdict.summary = fmt::format("Rank {} of {} on host {} {}.", failure.rank, job.world_size(), host, how);
   auto& details = verdict.details;
-  if (auto tail = facts.error_tails.find(failure.rank); tail != facts.error_tails.end()) details = tail->second;
-  for (const auto& reason : facts.reasons) {
-    if (reason.rank == failure.rank) add_reason(reason, details);
+  const auto headline = std::find_if(facts.reasons.begin(), facts.reasons.end(), [&](const RankReason& reason) {
+    return reason.rank == failure.rank && reason.kind == RankReasonKind::headline && !reason.lines.empty();
+  });
+  if (headline != facts.reasons.end()) {
+    // The rank's sentence about the whole job (a stop it did not ask for, hosts that differ) is the report's.
+    verdict.summary = headline->lines.front();
+    details.assign(headline->lines.begin() + 1, headline->lines.end());
+  } else {
+    if (auto tail = facts.error_tails.find(failure.rank); tail != facts.error_tails.end()) details = tail->second;
+    for (const auto& reason : facts.reasons) {
+      if (reason.rank == failure.rank) add_reason(reason, details);
+    }
+    if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
   }
-  if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
   if (failure.signal == SIGKILL) details.push_back(out_of_memory_hint(job, facts, failure.rank));
   verdict.exit_code = failure.code() != 0 ? failure.code() : mpirun_code;
   if (facts.teardown_forced_after) {

@@ -136,6 +136,34 @@ class FailureFileInTheWay(FaultCase):
         self.assert_nothing_left()
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Stops the job did not ask for
+
+
+class UnaskedStops(FaultCase):
+    def test_a_signal_to_one_rank_is_a_failure_naming_the_rank_and_its_sender(self):
+        # Every rank checkpointed and exited 0, and the launcher, which got no signal, wrote output/success
+        # with model/ empty at step 3 of 75: SageMaker would have marked the job Completed with no model.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(signal=sig.name):
+                subprocess.run(["rm", "-rf", self.output_path(""), os.path.join(self.base, "model"),
+                                os.path.join(self.base, "checkpoints")], check=True)
+                self.job(dict(SYNTHETIC, max_steps="75"))
+                self.start([], {"OMP_NUM_THREADS": "1"})
+                self.wait_for_output("step=2 ")
+                rank = self.rank_pid(1)
+                self.assertIsNotNone(rank, self.logs())
+                os.kill(rank, sig)
+                code = self.finish()
+                self.assert_failed(code, 128 + sig,
+                                   rf"^Rank 1 of 2 on host algo-1 received {sig.name} from process {os.getpid()} "
+                                   r"\(python3\) of user root \(uid 0\), a stop the job did not ask for: the ranks "
+                                   r"wrote a checkpoint at step \d+ of 75 and stopped, so the job did not finish\.$",
+                                   "never by one to a rank")
+                self.assertTrue(os.path.exists(os.path.join(self.base, "checkpoints", "checkpoint.safetensors")))
+                self.assertFalse(os.path.exists(os.path.join(self.base, "model", "model.safetensors")))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True, help="the train executable to test")

@@ -336,6 +336,33 @@ TEST_CASE("job verdict: SIGTERM after a rank already failed keeps the rank's rea
   }
 }
 
+TEST_CASE("job verdict: a stop the job did not ask for is a failure in the rank's words", "[verdict]") {
+  // A SIGTERM reached rank 1, not the launcher: every rank checkpointed, rank 1 exited 143 with its sentence.
+  const std::string sentence =
+      "Rank 1 of 4 on host algo-1 received SIGTERM from process 4321 (kill) of user root (uid 0), a stop the job did "
+      "not ask for: the ranks wrote a checkpoint at step 3 of 75 and stopped, so the job did not finish.";
+  JobEndFacts facts = failed_with(exited(143));
+  mpirun_said(facts, exit_code_block(1, 143));
+  facts.reasons = {reason(1, 143, 100, {sentence, "A job is stopped by a signal to train ..."})};
+  facts.reasons.front().kind = RankReasonKind::headline;
+  facts.error_tails[1] = {"[train] error: " + sentence, "A job is stopped by a signal to train ..."};
+  facts.failure_seen = at_second(10);
+  auto verdict = decide_job_verdict(one_host, facts);
+  CHECK(verdict.kind == JobVerdict::Kind::failed);
+  CHECK(verdict.exit_code == 143);
+  CHECK(verdict.summary == sentence);
+  CHECK(verdict.details == Lines{"A job is stopped by a signal to train ..."});
+
+  SECTION("the launcher's own stop before it: the job was stopped, as asked") {
+    facts.stop_signals = {{SIGTERM, at_second(9)}};
+    CHECK(decide_job_verdict(one_host, facts).kind == JobVerdict::Kind::stopped);
+  }
+  SECTION("the same reason of the rank's own kind keeps the usual first line") {
+    facts.reasons.front().kind = RankReasonKind::rank;
+    CHECK(decide_job_verdict(one_host, facts).summary == "Rank 1 of 4 on host algo-1 exited with code 143.");
+  }
+}
+
 TEST_CASE("job verdict: two signals, the first one names the stop", "[verdict]") {
   JobEndFacts facts = failed_with(killed(SIGKILL));
   facts.stop_signals = {{SIGTERM, at_second(0)}, {SIGINT, at_second(2)}};
