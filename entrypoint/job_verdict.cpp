@@ -160,6 +160,18 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
         stop_outcome(job, facts));
     return verdict;
   }
+  // A signal sent to mpirun itself, not through train, before any rank failed: mpirun ended the ranks on it.
+  if (!facts.mpirun_signals.empty() && (!facts.failure_seen || facts.mpirun_signals.front().at < *facts.failure_seen)) {
+    const SignalSender& sender = facts.mpirun_signals.front().sender;
+    JobVerdict verdict;
+    verdict.kind = JobVerdict::Kind::failed;
+    verdict.exit_code = exit_code::signal_base + sender.signal;
+    verdict.summary = fmt::format("mpirun received {}, a stop the job did not ask for: it ended the ranks and {}.",
+                                  describe_signal(sender), mpirun_ending(facts));
+    verdict.details.push_back("A job is stopped by a signal to train, the container's first process (SageMaker's "
+                              "StopTrainingJob), never by one to mpirun.");
+    return verdict;
+  }
   if (facts.mpirun_status && WIFEXITED(*facts.mpirun_status) && WEXITSTATUS(*facts.mpirun_status) == 0) {
     JobVerdict verdict;
     verdict.kind = JobVerdict::Kind::succeeded;

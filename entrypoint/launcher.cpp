@@ -14,6 +14,7 @@
 #include "entrypoint/job_verdict.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/mpirun_signals.h"
 #include "entrypoint/rank_memory.h"
 #include "entrypoint/rank_output_relay.h"
 #include "entrypoint/signal_inbox.h"
@@ -97,7 +98,10 @@ class JobRun {
     log_info("mpirun command: {}", shown);
     oom_kills_at_start_ = cgroup_out_of_memory_kills();
     try {
-      mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
+      // mpirun alone gets the witness of signals sent to it (its environment is not the ranks': -x names them).
+      mpirun_ = spawn_child(command, reasons_ ? with_signal_witness(ranks_environment, mpirun_signals_file())
+                                              : ranks_environment,
+                            SpawnOptions{});
     } catch (const std::exception& error) {
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);
@@ -262,6 +266,8 @@ class JobRun {
     }
   }
 
+  std::filesystem::path mpirun_signals_file() const { return reasons_->path() / "mpirun-signals"; }
+
   // Whether train's checkpoint file was written after the stop request (the report says so).
   bool checkpoint_after_stop() const {
     if (job_.workload != Workload::train_resnet || stop_signals_.empty()) return false;
@@ -281,6 +287,7 @@ class JobRun {
     for (const auto& [rank, tail] : error_tails_) facts.error_tails[rank].assign(tail.begin(), tail.end());
     facts.failure_seen = failure_seen_;
     facts.stop_signals = stop_signals_;
+    if (reasons_) facts.mpirun_signals = read_mpirun_signals(mpirun_signals_file(), ::getpid());
     facts.checkpoint_after_stop = checkpoint_after_stop();
     if (teardown_forced_) facts.teardown_forced_after = teardown_limit;
     if (companions_) facts.companion_trouble = companions_->trouble();

@@ -163,6 +163,26 @@ class UnaskedStops(FaultCase):
                 self.assertTrue(os.path.exists(os.path.join(self.base, "checkpoints", "checkpoint.safetensors")))
                 self.assertFalse(os.path.exists(os.path.join(self.base, "model", "model.safetensors")))
 
+    def test_a_signal_to_mpirun_itself_is_named_with_its_sender(self):
+        # mpirun ends the ranks and exits with code 1 on SIGTERM, SIGINT or SIGHUP, without a word: the report
+        # said "mpirun exited with code 1 before any rank reported a failure".
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with self.subTest(signal=sig.name):
+                subprocess.run(["rm", "-rf", self.output_path(""), os.path.join(self.base, "checkpoints")], check=True)
+                self.job(SYNTHETIC)
+                self.start([], {"OMP_NUM_THREADS": "1"})
+                self.wait_for_output("step=2 ")
+                mpirun = wait_for(lambda: next((pid for pid, command in test_launch.processes_with_token(self.token)
+                                                if command.startswith("mpirun ")), None), 10, "mpirun")
+                os.kill(mpirun, sig)
+                code = self.finish()
+                self.assert_failed(code, 128 + sig,
+                                   rf"^mpirun received {sig.name} from process {os.getpid()} \(python3\) of user root "
+                                   r"\(uid 0\), a stop the job did not ask for: it ended the ranks and exited with "
+                                   r"code 1\.$", "never by one to mpirun")
+                # Nothing of the witness reaches the ranks.
+                self.assertNotIn("signal_witness", self.stdout_text() + self.stderr_text())
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

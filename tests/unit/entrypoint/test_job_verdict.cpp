@@ -363,6 +363,32 @@ TEST_CASE("job verdict: a stop the job did not ask for is a failure in the rank'
   }
 }
 
+TEST_CASE("job verdict: a signal sent to mpirun itself is named with its sender", "[verdict]") {
+  // mpirun ends the ranks and exits 1 on SIGTERM, silently; the witness preloaded into it saw the signal.
+  JobEndFacts facts = failed_with(exited(1));
+  SignalSender sender;
+  sender.signal = SIGINT;
+  sender.pid = 4321;
+  sender.uid = 0;
+  sender.command = "kill";
+  facts.mpirun_signals = {{sender, at_second(20)}};
+  auto verdict = decide_job_verdict(one_host, facts);
+  CHECK(verdict.kind == JobVerdict::Kind::failed);
+  CHECK(verdict.exit_code == 128 + SIGINT);
+  CHECK(verdict.summary == "mpirun received SIGINT from process 4321 (kill) of user root (uid 0), a stop the job did "
+                           "not ask for: it ended the ranks and exited with code 1.");
+
+  SECTION("a rank that failed before it keeps its reason") {
+    facts.reasons = {reason(1, 3, 100, {"boom"})};
+    facts.failure_seen = at_second(10);
+    CHECK(decide_job_verdict(one_host, facts).summary == "Rank 1 of 4 on host algo-1 exited with code 3.");
+  }
+  SECTION("train's own stop comes first") {
+    facts.stop_signals = {{SIGTERM, at_second(19)}};
+    CHECK(decide_job_verdict(one_host, facts).kind == JobVerdict::Kind::stopped);
+  }
+}
+
 TEST_CASE("job verdict: two signals, the first one names the stop", "[verdict]") {
   JobEndFacts facts = failed_with(killed(SIGKILL));
   facts.stop_signals = {{SIGTERM, at_second(0)}, {SIGINT, at_second(2)}};
