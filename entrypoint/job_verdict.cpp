@@ -182,6 +182,14 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
   JobVerdict verdict;
   if (auto failure = first_failure(facts)) {
     verdict = rank_failed(job, facts, *failure, mpirun_code);
+  } else if (facts.ranks_never_started_after) {
+    verdict.exit_code = exit_code::timed_out;
+    verdict.summary = fmt::format("No rank started within {} s of mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS): train "
+                                  "ended mpirun, which then {}.",
+                                  facts.ranks_never_started_after->count(), mpirun_ending(facts));
+    verdict.details = facts.mpirun_messages.own_error_lines();
+    verdict.details.push_back("mpirun's own words, if it said any, are above; raise TRAIN_RANKS_TIMEOUT_SECONDS if "
+                              "the ranks of a large job start slowly.");
   } else if (!facts.mpirun_messages.usage_error().empty()) {
     verdict = mpirun_refused(job, facts);
   } else if (!facts.companion_trouble.empty()) {

@@ -48,6 +48,8 @@ struct JobEndFacts {
   bool checkpoint_after_stop = false;
   // Set when mpirun did not end the job within this long of a rank's failure, so train ended it.
   std::optional<std::chrono::seconds> teardown_forced_after;
+  // Set when no rank had started this long after mpirun's start, so train ended mpirun.
+  std::optional<std::chrono::seconds> ranks_never_started_after;
   // One sentence when the launcher's companions may have failed the job (an sshd that died for good).
   std::string companion_trouble;
   // Memory, for a rank killed by SIGKILL: the out-of-memory killer's count in this container at the start

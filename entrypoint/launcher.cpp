@@ -42,6 +42,7 @@ LaunchSettings launch_settings_from_environment(const EnvironmentMap& environmen
   settings.rank_program = std::move(rank_program);
   if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
   settings.stop_grace = read_seconds_variable(environment, WholeVariable::stop_grace_seconds);
+  settings.ranks_timeout = read_seconds_variable(environment, WholeVariable::ranks_timeout_seconds);
   return settings;
 }
 
@@ -59,6 +60,8 @@ constexpr auto kill_after_terminate = std::chrono::seconds(10);
 constexpr auto teardown_limit = std::chrono::seconds(20);
 // How often the ranks' reason folder is looked at while the job runs.
 constexpr auto reason_check_every = std::chrono::seconds(1);
+// How often the wait for the ranks to start says it still waits.
+constexpr auto start_progress_every = std::chrono::seconds(30);
 // Lines of each rank's error output kept for the failure report.
 constexpr size_t error_tail_lines = 20;
 
@@ -113,6 +116,7 @@ class JobRun {
                     : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."},
           exit_code::launch_failed);
     }
+    mpirun_started_ = clock::now();
     event_loop(inbox);
     demux_.finish();
     int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
@@ -136,6 +140,7 @@ class JobRun {
         return;
       }
       notice_failure();
+      watch_ranks_start();
       escalate_stop_if_due();
       if (!mpirun_status_) memory_.sample_if_due(mpirun_.pid);
 
@@ -215,6 +220,37 @@ class JobRun {
     failed_rank_ = *rank;
   }
 
+  // Until a rank says it has started (its mark in the reasons folder, or a line of its output), the wait for
+  // it is bounded: mpirun that hangs while starting (out of descriptors, a daemon that never comes) is ended.
+  void watch_ranks_start() {
+    if (ranks_started_ || mpirun_status_ || terminate_sent_) return;
+    const auto now = clock::now();
+    if (reasons_ && now >= next_start_check_) {
+      next_start_check_ = now + reason_check_every;
+      if (any_rank_started(reasons_->path())) {
+        ranks_started_ = true;
+        return;
+      }
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - mpirun_started_);
+    if (waited < settings_.ranks_timeout) {
+      if (now >= next_start_progress_) {
+        if (waited.count() > 0) {
+          log_info("waiting for the ranks to start ({} s so far, up to {} s: TRAIN_RANKS_TIMEOUT_SECONDS)",
+                   waited.count(), settings_.ranks_timeout.count());
+        }
+        next_start_progress_ = now + start_progress_every;
+      }
+      return;
+    }
+    log_error("no rank has started {} s after mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS); telling mpirun to end",
+              settings_.ranks_timeout.count());
+    ::kill(mpirun_.pid, SIGTERM);
+    terminate_sent_ = true;
+    ranks_never_started_ = true;
+    kill_deadline_ = now + kill_after_terminate;
+  }
+
   void escalate_stop_if_due() {
     if (mpirun_status_) return;
     auto now = clock::now();
@@ -252,6 +288,7 @@ class JobRun {
   void on_line(const RankLine& line) {
     int fd = line.stream == OutputStream::out ? STDOUT_FILENO : STDERR_FILENO;
     if (line.rank >= 0) {
+      ranks_started_ = true;  // a rank that speaks has started
       write_line(fd, fmt::format("[rank {}] {}", line.rank, line.text));
       // rank-exec's own line about how the rank's command ended names the failure; the report's first
       // line says that already, so it is not one of the rank's error lines.
@@ -290,6 +327,7 @@ class JobRun {
     if (reasons_) facts.mpirun_signals = read_mpirun_signals(mpirun_signals_file(), ::getpid());
     facts.checkpoint_after_stop = checkpoint_after_stop();
     if (teardown_forced_) facts.teardown_forced_after = teardown_limit;
+    if (ranks_never_started_) facts.ranks_never_started_after = settings_.ranks_timeout;
     if (companions_) facts.companion_trouble = companions_->trouble();
     facts.oom_kills_at_start = oom_kills_at_start_;
     facts.oom_kills_at_end = cgroup_out_of_memory_kills();
@@ -329,6 +367,11 @@ class JobRun {
   int failed_rank_ = -1;
   clock::time_point next_reason_check_{};
   bool teardown_forced_ = false;  // mpirun was ended by train after teardown_limit
+  clock::time_point mpirun_started_{};
+  bool ranks_started_ = false;
+  bool ranks_never_started_ = false;  // mpirun was ended by train after settings_.ranks_timeout
+  clock::time_point next_start_check_{};
+  clock::time_point next_start_progress_{};
   RankMemoryWatch memory_;
   std::optional<uint64_t> oom_kills_at_start_;
   MpirunMessages messages_;

@@ -6,6 +6,7 @@
 #include "entrypoint/job_report.h"
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
+#include "entrypoint/resource_limits.h"
 #include "entrypoint/rank_exec.h"
 #include "entrypoint/shared_memory_sweep.h"
 #include "entrypoint/validate_command.h"
@@ -13,6 +14,7 @@
 #include "job/hyperparameter_schema.h"
 #include "job/job_description.h"
 #include "job/sagemaker_environment.h"
+#include "runtime/checkpoint_size.h"
 #include "runtime/rank_main.h"
 
 #include <fmt/format.h>
@@ -103,6 +105,13 @@ int launch(const std::vector<std::string>& user_command) {
   if (!user_command.empty()) {
     std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
     log_info("each rank runs: {}{}{}", fmt::join(user_command, " "), arguments.empty() ? "" : " ", arguments);
+  }
+  // The limits this host's mpirun, sshd and ranks inherit: a soft one too low is raised to the hard one,
+  // a hard one too low refused before anything starts.
+  const auto checkpoint = user_command.empty() ? std::optional<uint64_t>(least_checkpoint_bytes(job)) : std::nullopt;
+  if (auto refusal = apply_limits(open_files_need(job), file_size_need(job, checkpoint))) {
+    log_error("{}", *refusal);
+    return report_failure(paths, *refusal, {}, exit_code::environment);
   }
   // A job killed outright on this host left its shared memory behind (a container's /dev/shm is its own, but
   // a host's may serve job after job).

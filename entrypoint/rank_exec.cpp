@@ -126,6 +126,7 @@ int run_rank_exec(const std::vector<std::string>& command) {
     return exit_code::launch_failed;
   }
 
+  write_rank_started(identity->rank);  // the launcher's start-up wait is over
   std::optional<int> status;
   while (!status) {
     siginfo_t info{};

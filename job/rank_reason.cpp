@@ -21,6 +21,7 @@ namespace train {
 namespace {
 
 constexpr std::string_view file_prefix = "rank-";
+constexpr std::string_view started_prefix = "started-";
 constexpr std::string_view folder_prefix = "train-reasons-";
 
 // Where the folders are made: /dev/shm when it is writable, else the temporary folder.
@@ -66,6 +67,21 @@ void write_rank_reason(int rank, int exit_code, int signal, std::string_view mes
   } catch (const std::exception&) {
     // No folder here (a rank on another host of the job) or no room: mpirun's relay still carries it.
   }
+}
+
+void write_rank_started(int rank) {
+  const char* folder = std::getenv(rank_reasons_variable);
+  if (folder == nullptr || *folder == '\0' || rank < 0) return;
+  const int fd = create_new_file(fmt::format("{}/{}{}", folder, started_prefix, rank));
+  if (fd >= 0) ::close(fd);  // its name is the news; a rank on another host has no such folder
+}
+
+bool any_rank_started(const std::filesystem::path& folder) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().filename().string().rfind(started_prefix, 0) == 0) return true;
+  }
+  return false;
 }
 
 std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder) {

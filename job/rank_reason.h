@@ -39,6 +39,12 @@ struct RankReason {
 void write_rank_reason(int rank, int exit_code, int signal, std::string_view message,
                        RankReasonKind kind = RankReasonKind::rank);
 
+// A rank on the launcher's host says it has started, in the same folder (`started-R`): train's rank once every
+// rank has joined the job (after the first allreduce), rank-exec once the command runs. The launcher's bounded
+// wait for the ranks to start ends at the first (entrypoint/launcher.cpp). Best effort, never throws.
+void write_rank_started(int rank);
+bool any_rank_started(const std::filesystem::path& folder);
+
 // Every reason in `folder`, earliest first (then by rank); files that are not reasons are skipped.
 std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder);
 

@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <new>
 #include <system_error>
@@ -75,6 +76,9 @@ void check_allreduce(const RankIdentity& identity) {
 
 int run_rank_checked() {
   install_stop_handlers();
+  // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, which names the file and leaves no
+  // temporary file behind, instead of killing the rank with SIGXFSZ (exit 153) in the middle of it.
+  ::signal(SIGXFSZ, SIG_IGN);
   MPI_CHECK(MPI_Init(nullptr, nullptr));
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   RankIdentity identity = discover_identity();
@@ -108,6 +112,7 @@ int run_rank_checked() {
   write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
                             identity.local_rank, identity.local_size, job.cluster.current_host, device));
   check_allreduce(identity);
+  write_rank_started(identity.rank);  // every rank has joined: the launcher's start-up wait is over
   int code = Trainer(job, identity, MPI_COMM_WORLD).run();
   MPI_CHECK(MPI_Finalize());
   return code;

@@ -184,6 +184,69 @@ class UnaskedStops(FaultCase):
                 self.assertNotIn("signal_witness", self.stdout_text() + self.stderr_text())
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Limits and a start that never ends
+
+
+class LimitsAndStartUp(FaultCase):
+    def run_limited(self, limit, args=(), extra_env=None, timeout=120):
+        """`train ARGS` under `prlimit LIMIT`; its exit code."""
+        self.start_command(["prlimit", limit, "--", test_launch.TRAIN] + list(args),
+                           dict({"OMP_NUM_THREADS": "1"}, **(extra_env or {})))
+        return self.finish(timeout)
+
+    def test_ranks_that_never_start_are_bounded_by_the_start_up_timeout(self):
+        # mpirun with 24 descriptors (the issue's `ulimit -n 24`) runs out of them while it starts the ranks and hangs; train waited for ever.
+        wrapper = os.path.join(self.work, "mpirun-with-24-descriptors")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nulimit -n 24\nexec mpirun "$@"\n')
+        os.chmod(wrapper, 0o755)
+        self.job(SYNTHETIC)
+        code = self.run_job({"TRAIN_MPIRUN": wrapper, "TRAIN_RANKS_TIMEOUT_SECONDS": "5"}, timeout=90)
+        self.assert_failed(code, 124, r"^No rank started within 5 s of mpirun's start \(TRAIN_RANKS_TIMEOUT_SECONDS\): "
+                                      r"train ended mpirun, which then ", "raise TRAIN_RANKS_TIMEOUT_SECONDS")
+        self.assertIn("The system limit on number of pipes a process can open was reached", self.stderr_text())
+
+    def test_a_hard_limit_too_low_is_refused_before_anything_starts(self):
+        self.job(SYNTHETIC)
+        for limit, words in (("--nofile=24:24", r"open files \(RLIMIT_NOFILE, `ulimit -n`\): 24 \(soft\) and 24 "
+                                                r"\(hard\), where mpirun and 2 ranks on each of 1 host need at least "
+                                                r"\d+ descriptors\."),
+                             ("--fsize=1000000:1000000", r"a file's size \(RLIMIT_FSIZE, `ulimit -f`\): 1000000 bytes "
+                                                         r"\([^)]*\) \(soft\) and 1000000 bytes \([^)]*\) \(hard\), "
+                                                         r"where the checkpoint of ResNet-18 needs at least \d+ bytes")):
+            with self.subTest(limit=limit):
+                code = self.run_limited(limit)
+                self.assert_failed(code, 74, r"^The job cannot run with this process's limit on " + words)
+                self.assertNotIn("mpirun command", self.stderr_text())
+
+    def test_a_soft_limit_too_low_is_raised_to_the_hard_limit(self):
+        self.job(dict(SYNTHETIC, max_steps="2"))
+        for limit, said in (("--nofile=24:", "raised the limit on open files (`ulimit -n`) from 24 to its hard limit"),
+                            ("--fsize=1000000:", "raised the limit on a file's size (`ulimit -f`) from 1000000 bytes "
+                                                 "(1 MiB) to its hard limit")):
+            with self.subTest(limit=limit):
+                subprocess.run(["rm", "-rf", self.output_path("")], check=True)
+                self.assert_exit_code(self.run_limited(limit), 0)
+                self.assertIn(said, self.stderr_text())
+                self.assertTrue(os.path.exists(self.output_path("success")))
+                self.assert_nothing_left()
+
+    def test_a_checkpoint_past_the_file_size_limit_fails_cleanly(self):
+        # A limit the start-up check lets through (the least a checkpoint of ResNet-18 with one class takes, and a
+        # byte) and the checkpoint of two classes does not fit: SIGXFSZ killed the rank (exit 153) and left its
+        # temporary file; now the write fails, the rank names the file and the limit, and nothing is left.
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        self.run_limited("--fsize=1000:1000")
+        least = int(re.search(r"needs at least (\d+) bytes", self.failure_text()).group(1))
+        subprocess.run(["rm", "-rf", self.output_path("")], check=True)
+        code = self.run_limited(f"--fsize={least + 1}:{least + 1}")
+        self.assert_failed(code, 74, r"^Rank 0 of 2 on host algo-1 exited with code 74\.$", "File too large",
+                           "raise the limit on a file's size (`ulimit -f`")
+        checkpoints = os.path.join(self.base, "checkpoints")
+        self.assertEqual([name for name in os.listdir(checkpoints) if ".tmp-" in name], [], self.logs())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True, help="the train executable to test")

@@ -10,7 +10,7 @@
 
 using namespace train;
 
-TEST_CASE("signal sender: a process, its command and its user; or the kernel", "[signal_sender]") {
+TEST_CASE("signal sender: a process with its command and its user, or the kernel", "[signal_sender]") {
   SignalSender sender;
   sender.signal = SIGTERM;
   sender.pid = 4321;

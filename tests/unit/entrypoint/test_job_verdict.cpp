@@ -389,6 +389,19 @@ TEST_CASE("job verdict: a signal sent to mpirun itself is named with its sender"
   }
 }
 
+TEST_CASE("job verdict: ranks that never started, and mpirun ended by train", "[verdict]") {
+  JobEndFacts facts = failed_with(killed(SIGSEGV));
+  facts.ranks_never_started_after = std::chrono::seconds(900);
+  mpirun_said(facts, {"[vm:1] [[1,0],0] ORTE_ERROR_LOG: The system limit on number of pipes a process can open was "
+                      "reached in file iof_base_setup.c at line 116"});
+  auto verdict = decide_job_verdict(one_host, facts);
+  CHECK(verdict.kind == JobVerdict::Kind::failed);
+  CHECK(verdict.exit_code == 124);
+  CHECK(verdict.summary == "No rank started within 900 s of mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS): train ended "
+                           "mpirun, which then was killed by signal 11 (SIGSEGV).");
+  CHECK_THAT(verdict.details.back(), Contains("raise TRAIN_RANKS_TIMEOUT_SECONDS"));
+}
+
 TEST_CASE("job verdict: two signals, the first one names the stop", "[verdict]") {
   JobEndFacts facts = failed_with(killed(SIGKILL));
   facts.stop_signals = {{SIGTERM, at_second(0)}, {SIGINT, at_second(2)}};
