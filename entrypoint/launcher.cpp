@@ -18,10 +18,12 @@
 #include "entrypoint/rank_memory.h"
 #include "entrypoint/rank_output_relay.h"
 #include "entrypoint/signal_inbox.h"
+#include "job/host_agreement.h"
 #include "job/rank_reason.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -90,6 +92,11 @@ class JobRun {
                error.what());
     }
 
+    // Every rank holds its own host's job description against the master's before it starts its work.
+    ranks_environment.erase(host_agreement_variable);
+    if (job_.cluster.hosts.size() > 1) {
+      ranks_environment[host_agreement_variable] = encode_host_agreement(host_agreement_items(job_, user_program()));
+    }
     // The ranks' network: EFA's variables for NCCL across hosts, or a warning that it will use sockets.
     for (const auto& line : apply_efa_settings(job_, find_efa_devices(), ranks_environment)) log_info("{}", line);
     auto command =
@@ -301,6 +308,13 @@ class JobRun {
       write_line(fd, "[mpirun] " + line.text);
       messages_.observe(line.text);
     }
+  }
+
+  // The user's command of `train -- CMD` (what follows rank-exec's "--"); empty for train's own training.
+  std::vector<std::string> user_program() const {
+    const auto& words = settings_.rank_program;
+    const auto separator = std::find(words.begin(), words.end(), std::string("--"));
+    return separator == words.end() ? std::vector<std::string>{} : std::vector<std::string>(separator + 1, words.end());
   }
 
   std::filesystem::path mpirun_signals_file() const { return reasons_->path() / "mpirun-signals"; }

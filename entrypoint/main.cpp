@@ -14,7 +14,6 @@
 #include "job/hyperparameter_schema.h"
 #include "job/job_description.h"
 #include "job/sagemaker_environment.h"
-#include "runtime/checkpoint_size.h"
 #include "runtime/rank_main.h"
 
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 // 11,689,512 parameters (1000 classes) and 20 batch norms over 4,800 channels, and a checkpoint holds each
 // parameter twice (the weight, the momentum) in float32, each norm's running mean and variance in float32 and
 // its num_batches_tracked in int64.
-#include "runtime/checkpoint_size.h"
+#include "runtime/rank_main.h"
 
 #include "job/hyperparameters.h"
 
