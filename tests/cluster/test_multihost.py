@@ -399,6 +399,23 @@ class MultiHostTest(unittest.TestCase):
                              r"^Rank [23] of 6 on host algo-2 was killed by signal 9 \(SIGKILL\)\.$", failure)
             self.assert_nothing_left(cluster)
 
+    def test_sigterm_to_a_rank_on_a_worker_is_a_failure_naming_it(self):
+        """A SIGTERM that reaches one rank on a worker, not the master's train: every rank checkpointed and
+        exited 0 and the job was a success with no model. Now that rank fails the job, saying who sent it."""
+        with self.cluster() as cluster:
+            job = self.start_training(cluster)
+            victim = rank_processes(cluster, "algo-2")[1]
+            os.kill(victim, signal.SIGTERM)
+            codes = job.wait(timeout=90)
+            self.assertEqual(codes["algo-1"], 143, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertRegex(failure.splitlines()[0], r"^Rank [23] of 6 on host algo-2 exited with code 143\.$", failure)
+            self.assertRegex(failure, rf"Rank [23] of 6 on host algo-2 received SIGTERM from process \d+ \(python3\) "
+                                      r"of user root \(uid 0\), a stop the job did not ask for", failure)
+            self.assertFalse(os.path.exists(os.path.join(cluster.opt_ml("algo-1"), "output", "success")))
+            self.assertFalse(os.path.exists(model_path(cluster, "algo-1")))
+            self.assert_nothing_left(cluster)
+
     def test_worker_that_never_starts(self):
         with self.cluster() as cluster:
             simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
