@@ -55,7 +55,8 @@ LimitNeed open_files_need(const JobDescription& job) {
 }
 
 std::optional<LimitNeed> file_size_need(const JobDescription& job, std::optional<uint64_t> checkpoint_bytes) {
-  if (job.workload != Workload::train_resnet || !checkpoint_bytes) return std::nullopt;
+  // Rank 0, on the master, writes the checkpoints and the model; the other hosts' ranks write no large file.
+  if (job.workload != Workload::train_resnet || !checkpoint_bytes || !job.cluster.is_master()) return std::nullopt;
   LimitNeed need;
   need.resource = RLIMIT_FSIZE;
   need.least = *checkpoint_bytes;

@@ -25,8 +25,8 @@ struct LimitNeed {
 // ranks, 44 for 4 and 64 for 8 on one host; the need is that with room to spare.
 LimitNeed open_files_need(const JobDescription& job);
 
-// A file's size: the largest file train writes for the job (`checkpoint_bytes`, train's own training);
-// nullopt for a user's command, whose files train cannot know.
+// A file's size: the largest file train writes for the job (`checkpoint_bytes`, train's own training), on the
+// master (rank 0 writes it); nullopt elsewhere, and for a user's command, whose files train cannot know.
 std::optional<LimitNeed> file_size_need(const JobDescription& job, std::optional<uint64_t> checkpoint_bytes);
 
 struct LimitDecision {

@@ -77,10 +77,13 @@ std::vector<AgreementItem> host_agreement_items(const JobDescription& job, const
                     channel.content_type.empty() ? "" : " ContentType " + channel.content_type);
     items.push_back({"the channels", "channel " + quoted(channel.name), digest_of(delivery), shown(delivery)});
   }
-  std::set<std::string> seen;
+  // The program's code: the first word that names a regular file (an executable given by its path, or the
+  // script an interpreter runs). Later words may name the job's data or a host's own files.
   for (const auto& word : program) {
-    if (!seen.insert(word).second) continue;
-    if (auto file = program_file(word)) items.push_back(std::move(*file));
+    if (auto file = program_file(word)) {
+      items.push_back(std::move(*file));
+      break;
+    }
   }
   return items;
 }

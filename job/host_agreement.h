@@ -4,7 +4,7 @@
 // (TRAIN_JOB_AGREEMENT, through mpirun); each rank holds its own host's job description against it before it
 // trains or runs the command, and the report names the host that differs and what: the hyperparameters
 // (sagemaker_* included), the channels and how each is delivered (inputdataconfig.json), and, for a user's
-// command, the files it names (its code). The master's are the reference.
+// command, the file of its code. The master's are the reference.
 #pragma once
 
 #include "common/environment_map.h"
@@ -25,9 +25,9 @@ struct AgreementItem {
   std::string shown;    // the value as a message shows it: ASCII, at most 60 characters
 };
 
-// This host's items. `program`: a user's command (`train -- CMD`); each of its words that names a regular
-// file (from the working directory, as mpirun starts every rank in the launcher's) is part of the job. Empty
-// for train's own training.
+// This host's items. `program`: a user's command (`train -- CMD`), whose first word that names a regular file
+// (from the working directory, as mpirun starts every rank in the launcher's) is its code: `sh run.sh`,
+// `python3 train.py`, `/opt/ml/code/train`. Empty for train's own training.
 std::vector<AgreementItem> host_agreement_items(const JobDescription& job, const std::vector<std::string>& program);
 
 // The text the master exports: every item, or one per section when that would not fit an environment

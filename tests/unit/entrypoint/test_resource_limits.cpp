@@ -15,6 +15,7 @@ namespace {
 JobDescription job_on(size_t hosts, int ranks_per_host, Workload workload = Workload::train_resnet) {
   JobDescription job;
   for (size_t i = 1; i <= hosts; ++i) job.cluster.hosts.push_back("algo-" + std::to_string(i));
+  job.cluster.current_host = job.cluster.master_host = "algo-1";
   job.ranks_per_host = ranks_per_host;
   job.workload = workload;
   job.hyperparameters = parse_hyperparameters({{"num_layers", "18"}}, "hyperparameters.json", workload);
@@ -35,6 +36,9 @@ TEST_CASE("resource limits: open files grow with the ranks and the hosts, above 
 
 TEST_CASE("resource limits: the file size is checked for train's own training only", "[resource_limits]") {
   CHECK_FALSE(file_size_need(job_on(1, 2, Workload::user_command), 1000));
+  auto worker = job_on(2, 2);
+  worker.cluster.current_host = "algo-2";
+  CHECK_FALSE(file_size_need(worker, 1000));  // only the master's rank 0 writes the checkpoint
   const auto need = file_size_need(job_on(1, 2), 89'467'072);
   REQUIRE(need);
   CHECK(need->resource == RLIMIT_FSIZE);

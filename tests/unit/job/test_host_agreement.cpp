@@ -68,13 +68,17 @@ TEST_CASE("host agreement: values are shown short and in ASCII", "[host_agreemen
                         "... on the master algo-1");
 }
 
-TEST_CASE("host agreement: the program's files are its code", "[host_agreement]") {
+TEST_CASE("host agreement: the program's first file is its code, later words are not", "[host_agreement]") {
   testing::TempFolder folder("train-host-agreement-test");
   const auto script = (folder.path() / "run.sh").string();
   std::ofstream(script) << "echo one\n";
   const auto job = job_with();
-  const std::vector<std::string> program{"/bin/sh", script, "--not-a-file"};
+  const auto data = (folder.path() / "data.txt").string();
+  std::ofstream(data) << "this host's\n";
+  const std::vector<std::string> program{"sh", script, "--not-a-file", data};
   const std::string masters = encode_host_agreement(host_agreement_items(job, program));
+  std::ofstream(data) << "another host's\n";  // a later word: the job's data, not its code
+  CHECK(host_differences(masters, host_agreement_items(job, program), "algo-1", "algo-3").empty());
   std::ofstream(script) << "echo two\n";
   const auto found = host_differences(masters, host_agreement_items(job, program), "algo-1", "algo-3");
   REQUIRE(found.size() == 1);
