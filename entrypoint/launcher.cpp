@@ -229,10 +229,12 @@ class JobRun {
 
   // Until a rank says it has started (its mark in the reasons folder, or a line of its output), the wait for
   // it is bounded: mpirun that hangs while starting (out of descriptors, a daemon that never comes) is ended.
+  // Without the folder (its creation failed: only warned) a quiet command could not say it started, so the
+  // wait is not ended then.
   void watch_ranks_start() {
-    if (ranks_started_ || mpirun_status_ || terminate_sent_) return;
+    if (!reasons_ || ranks_started_ || mpirun_status_ || terminate_sent_) return;
     const auto now = clock::now();
-    if (reasons_ && now >= next_start_check_) {
+    if (now >= next_start_check_) {
       next_start_check_ = now + reason_check_every;
       if (any_rank_started(reasons_->path())) {
         ranks_started_ = true;
