@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -52,6 +55,24 @@ std::optional<AgreementItem> program_file(const std::string& word) {
                        fmt::format("{} bytes with checksum {}", size, hex(hash.value()))};
 }
 
+// Whether `word` names a file in a directory of PATH: the image's interpreters and tools (/bin/sh,
+// /usr/bin/python3), alike on every host, not the job's code.
+bool in_a_path_directory(const std::string& word) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::error_code error;
+  const auto directory = std::filesystem::weakly_canonical(std::filesystem::absolute(word, error).parent_path(), error);
+  if (error) return false;
+  const std::string entries = path;
+  for (size_t start = 0; start <= entries.size();) {
+    const size_t end = std::min(entries.find(':', start), entries.size());
+    const std::string entry = entries.substr(start, end - start);
+    if (!entry.empty() && std::filesystem::weakly_canonical(entry, error) == directory && !error) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 // One item per section: its items' names and digests, in order.
 std::vector<AgreementItem> by_section(const std::vector<AgreementItem>& items) {
   std::map<std::string, std::string> sections;
@@ -77,9 +98,11 @@ std::vector<AgreementItem> host_agreement_items(const JobDescription& job, const
                     channel.content_type.empty() ? "" : " ContentType " + channel.content_type);
     items.push_back({"the channels", "channel " + quoted(channel.name), digest_of(delivery), shown(delivery)});
   }
-  // The program's code: the first word that names a regular file (an executable given by its path, or the
-  // script an interpreter runs). Later words may name the job's data or a host's own files.
+  // The program's code: the first word that names a regular file outside PATH's directories (the script an
+  // interpreter runs, or the program given by its path). Later words may name the job's data or a host's own
+  // files.
   for (const auto& word : program) {
+    if (in_a_path_directory(word)) continue;
     if (auto file = program_file(word)) {
       items.push_back(std::move(*file));
       break;

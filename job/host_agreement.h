@@ -26,8 +26,9 @@ struct AgreementItem {
 };
 
 // This host's items. `program`: a user's command (`train -- CMD`), whose first word that names a regular file
-// (from the working directory, as mpirun starts every rank in the launcher's) is its code: `sh run.sh`,
-// `python3 train.py`, `/opt/ml/code/train`. Empty for train's own training.
+// (from the working directory, as mpirun starts every rank in the launcher's) outside the directories of PATH
+// is its code: run.sh of `/bin/sh run.sh`, train.py of `python3 train.py`, `/opt/ml/code/train`. Empty for
+// train's own training.
 std::vector<AgreementItem> host_agreement_items(const JobDescription& job, const std::vector<std::string>& program);
 
 // The text the master exports: every item, or one per section when that would not fit an environment

@@ -75,7 +75,7 @@ TEST_CASE("host agreement: the program's first file is its code, later words are
   const auto job = job_with();
   const auto data = (folder.path() / "data.txt").string();
   std::ofstream(data) << "this host's\n";
-  const std::vector<std::string> program{"sh", script, "--not-a-file", data};
+  const std::vector<std::string> program{"/bin/sh", script, "--not-a-file", data};  // sh: PATH's
   const std::string masters = encode_host_agreement(host_agreement_items(job, program));
   std::ofstream(data) << "another host's\n";  // a later word: the job's data, not its code
   CHECK(host_differences(masters, host_agreement_items(job, program), "algo-1", "algo-3").empty());
