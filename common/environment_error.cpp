@@ -8,7 +8,8 @@
 namespace train {
 
 bool is_environment_errno(int error) {
-  return error == ENOSPC || error == EDQUOT || error == EROFS || error == EACCES || error == EPERM;
+  return error == ENOSPC || error == EDQUOT || error == EROFS || error == EACCES || error == EPERM ||
+         error == EFBIG;
 }
 
 std::string environment_advice(int error) {
@@ -16,6 +17,7 @@ std::string environment_advice(int error) {
     case ENOSPC:
     case EDQUOT: return "free space on that disk (or give the job a larger volume)";
     case EROFS: return "mount that folder writable";
+    case EFBIG: return "raise the limit on a file's size (`ulimit -f`, `docker run --ulimit fsize=-1`)";
     default: return "let the user train runs as write there";
   }
 }

@@ -27,12 +27,6 @@ void make_pipe(int fds[2]) {
 
 }  // namespace
 
-std::string signal_name(int signal_number) {
-  const char* abbreviation = sigabbrev_np(signal_number);
-  if (abbreviation == nullptr) return fmt::format("signal {}", signal_number);
-  return fmt::format("SIG{}", abbreviation);
-}
-
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {

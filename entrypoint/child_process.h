@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/environment_map.h"
+#include "common/signal_sender.h"  // signal_name
 
 #include <stdexcept>
 #include <string>
@@ -40,8 +41,5 @@ std::string describe_wait_status(int status);
 
 // 0-255 for an exit, 128+N for a signal N: the shell's convention, which we keep for our own exit code.
 int exit_code_from_wait_status(int status);
-
-// "SIGKILL" for 9, "signal 64" for ones without a name.
-std::string signal_name(int signal_number);
 
 }  // namespace train

@@ -99,11 +99,20 @@ JobVerdict rank_failed(const JobDescription& job, const JobEndFacts& facts, cons
                      : fmt::format("exited with code {}", failure.exit_code.value_or(mpirun_code));
   verdict.summary = fmt::format("Rank {} of {} on host {} {}.", failure.rank, job.world_size(), host, how);
   auto& details = verdict.details;
-  if (auto tail = facts.error_tails.find(failure.rank); tail != facts.error_tails.end()) details = tail->second;
-  for (const auto& reason : facts.reasons) {
-    if (reason.rank == failure.rank) add_reason(reason, details);
+  const auto headline = std::find_if(facts.reasons.begin(), facts.reasons.end(), [&](const RankReason& reason) {
+    return reason.rank == failure.rank && reason.kind == RankReasonKind::headline && !reason.lines.empty();
+  });
+  if (headline != facts.reasons.end()) {
+    // The rank's sentence about the whole job (a stop it did not ask for, hosts that differ) is the report's.
+    verdict.summary = headline->lines.front();
+    details.assign(headline->lines.begin() + 1, headline->lines.end());
+  } else {
+    if (auto tail = facts.error_tails.find(failure.rank); tail != facts.error_tails.end()) details = tail->second;
+    for (const auto& reason : facts.reasons) {
+      if (reason.rank == failure.rank) add_reason(reason, details);
+    }
+    if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
   }
-  if (details.empty()) details.push_back("(the rank wrote nothing to its error output)");
   if (failure.signal == SIGKILL) details.push_back(out_of_memory_hint(job, facts, failure.rank));
   verdict.exit_code = failure.code() != 0 ? failure.code() : mpirun_code;
   if (facts.teardown_forced_after) {
@@ -151,6 +160,18 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
         stop_outcome(job, facts));
     return verdict;
   }
+  // A signal sent to mpirun itself, not through train, before any rank failed: mpirun ended the ranks on it.
+  if (!facts.mpirun_signals.empty() && (!facts.failure_seen || facts.mpirun_signals.front().at < *facts.failure_seen)) {
+    const SignalSender& sender = facts.mpirun_signals.front().sender;
+    JobVerdict verdict;
+    verdict.kind = JobVerdict::Kind::failed;
+    verdict.exit_code = exit_code::signal_base + sender.signal;
+    verdict.summary = fmt::format("mpirun received {}, a stop the job did not ask for: it ended the ranks and {}.",
+                                  describe_signal(sender), mpirun_ending(facts));
+    verdict.details.push_back("A job is stopped by a signal to train, the container's first process (SageMaker's "
+                              "StopTrainingJob), never by one to mpirun.");
+    return verdict;
+  }
   if (facts.mpirun_status && WIFEXITED(*facts.mpirun_status) && WEXITSTATUS(*facts.mpirun_status) == 0) {
     JobVerdict verdict;
     verdict.kind = JobVerdict::Kind::succeeded;
@@ -161,6 +182,14 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
   JobVerdict verdict;
   if (auto failure = first_failure(facts)) {
     verdict = rank_failed(job, facts, *failure, mpirun_code);
+  } else if (facts.ranks_never_started_after) {
+    verdict.exit_code = exit_code::timed_out;
+    verdict.summary = fmt::format("No rank started within {} s of mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS): train "
+                                  "ended mpirun, which then {}.",
+                                  facts.ranks_never_started_after->count(), mpirun_ending(facts));
+    verdict.details = facts.mpirun_messages.own_error_lines();
+    verdict.details.push_back("mpirun's own words, if it said any, are above; raise TRAIN_RANKS_TIMEOUT_SECONDS if "
+                              "the ranks of a large job start slowly.");
   } else if (!facts.mpirun_messages.usage_error().empty()) {
     verdict = mpirun_refused(job, facts);
   } else if (!facts.companion_trouble.empty()) {

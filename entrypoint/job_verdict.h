@@ -7,6 +7,7 @@
 #pragma once
 
 #include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/mpirun_signals.h"
 #include "job/job_description.h"
 #include "job/rank_reason.h"
 
@@ -41,10 +42,14 @@ struct JobEndFacts {
   std::optional<std::chrono::steady_clock::time_point> failure_seen;
   // The stop signals received, in order (a second one ends the ranks at once).
   std::vector<StopSignal> stop_signals;
+  // The signals mpirun received from anything but train, in order (entrypoint/mpirun_signals.h).
+  std::vector<MpirunSignal> mpirun_signals;
   // For train's own training: whether its checkpoint file was written after the first stop signal.
   bool checkpoint_after_stop = false;
   // Set when mpirun did not end the job within this long of a rank's failure, so train ended it.
   std::optional<std::chrono::seconds> teardown_forced_after;
+  // Set when no rank had started this long after mpirun's start, so train ended mpirun.
+  std::optional<std::chrono::seconds> ranks_never_started_after;
   // One sentence when the launcher's companions may have failed the job (an sshd that died for good).
   std::string companion_trouble;
   // Memory, for a rank killed by SIGKILL: the out-of-memory killer's count in this container at the start

@@ -14,13 +14,16 @@
 #include "entrypoint/job_verdict.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
+#include "entrypoint/mpirun_signals.h"
 #include "entrypoint/rank_memory.h"
 #include "entrypoint/rank_output_relay.h"
 #include "entrypoint/signal_inbox.h"
+#include "job/host_agreement.h"
 #include "job/rank_reason.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -41,6 +44,7 @@ LaunchSettings launch_settings_from_environment(const EnvironmentMap& environmen
   settings.rank_program = std::move(rank_program);
   if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
   settings.stop_grace = read_seconds_variable(environment, WholeVariable::stop_grace_seconds);
+  settings.ranks_timeout = read_seconds_variable(environment, WholeVariable::ranks_timeout_seconds);
   return settings;
 }
 
@@ -58,6 +62,8 @@ constexpr auto kill_after_terminate = std::chrono::seconds(10);
 constexpr auto teardown_limit = std::chrono::seconds(20);
 // How often the ranks' reason folder is looked at while the job runs.
 constexpr auto reason_check_every = std::chrono::seconds(1);
+// How often the wait for the ranks to start says it still waits.
+constexpr auto start_progress_every = std::chrono::seconds(30);
 // Lines of each rank's error output kept for the failure report.
 constexpr size_t error_tail_lines = 20;
 
@@ -68,7 +74,6 @@ class JobRun {
   int run(const EnvironmentMap& given_environment, SignalInbox& inbox, LauncherCompanions* companions) {
     companions_ = companions;
     become_child_subreaper();
-    start_job_report(job_.paths);
     const OutputLocations* trained = job_.workload == Workload::train_resnet ? &job_.outputs : nullptr;
     if (auto problems = unwritable_directories(job_output_directories(job_.paths, trained, given_environment));
         !problems.empty()) {
@@ -76,8 +81,7 @@ class JobRun {
       std::string summary = describe_unwritable(problems, details);
       log_error("{}", summary);
       for (const auto& line : details) log_error("{}", line);
-      write_failure_file(job_.paths, compose_failure_text(summary, details));
-      return exit_code::environment;
+      return report_failure(job_.paths, summary, details, exit_code::environment);
     }
     EnvironmentMap ranks_environment = given_environment;
     try {
@@ -88,6 +92,11 @@ class JobRun {
                error.what());
     }
 
+    // Every rank holds its own host's job description against the master's before it starts its work.
+    ranks_environment.erase(host_agreement_variable);
+    if (job_.cluster.hosts.size() > 1) {
+      ranks_environment[host_agreement_variable] = encode_host_agreement(host_agreement_items(job_, user_program()));
+    }
     // The ranks' network: EFA's variables for NCCL across hosts, or a warning that it will use sockets.
     for (const auto& line : apply_efa_settings(job_, find_efa_devices(), ranks_environment)) log_info("{}", line);
     auto command =
@@ -99,17 +108,22 @@ class JobRun {
     log_info("mpirun command: {}", shown);
     oom_kills_at_start_ = cgroup_out_of_memory_kills();
     try {
-      mpirun_ = spawn_child(command, ranks_environment, SpawnOptions{});
+      // mpirun alone gets the witness of signals sent to it (its environment is not the ranks': -x names them).
+      mpirun_ = spawn_child(command, reasons_ ? with_signal_witness(ranks_environment, mpirun_signals_file())
+                                              : ranks_environment,
+                            SpawnOptions{});
     } catch (const std::exception& error) {
       std::string summary = fmt::format("train could not start mpirun: {}.", error.what());
       log_error("{}", summary);
       const auto too_long =
           explain_if_argument_list_too_long(error, command, ranks_environment, job_.hyperparameters.decoded());
-      write_failure_file(job_.paths, compose_failure_text(
-          summary, {too_long ? *too_long + "."
-                             : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."}));
-      return exit_code::launch_failed;
+      return report_failure(
+          job_.paths, summary,
+          {too_long ? *too_long + "."
+                    : "Check that Open MPI is installed in the image (or set TRAIN_MPIRUN to its mpirun)."},
+          exit_code::launch_failed);
     }
+    mpirun_started_ = clock::now();
     event_loop(inbox);
     demux_.finish();
     int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
@@ -133,6 +147,7 @@ class JobRun {
         return;
       }
       notice_failure();
+      watch_ranks_start();
       escalate_stop_if_due();
       if (!mpirun_status_) memory_.sample_if_due(mpirun_.pid);
 
@@ -212,6 +227,39 @@ class JobRun {
     failed_rank_ = *rank;
   }
 
+  // Until a rank says it has started (its mark in the reasons folder, or a line of its output), the wait for
+  // it is bounded: mpirun that hangs while starting (out of descriptors, a daemon that never comes) is ended.
+  // Without the folder (its creation failed: only warned) a quiet command could not say it started, so the
+  // wait is not ended then.
+  void watch_ranks_start() {
+    if (!reasons_ || ranks_started_ || mpirun_status_ || terminate_sent_) return;
+    const auto now = clock::now();
+    if (now >= next_start_check_) {
+      next_start_check_ = now + reason_check_every;
+      if (any_rank_started(reasons_->path())) {
+        ranks_started_ = true;
+        return;
+      }
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - mpirun_started_);
+    if (waited < settings_.ranks_timeout) {
+      if (now >= next_start_progress_) {
+        if (waited.count() > 0) {
+          log_info("waiting for the ranks to start ({} s so far, up to {} s: TRAIN_RANKS_TIMEOUT_SECONDS)",
+                   waited.count(), settings_.ranks_timeout.count());
+        }
+        next_start_progress_ = now + start_progress_every;
+      }
+      return;
+    }
+    log_error("no rank has started {} s after mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS); telling mpirun to end",
+              settings_.ranks_timeout.count());
+    ::kill(mpirun_.pid, SIGTERM);
+    terminate_sent_ = true;
+    ranks_never_started_ = true;
+    kill_deadline_ = now + kill_after_terminate;
+  }
+
   void escalate_stop_if_due() {
     if (mpirun_status_) return;
     auto now = clock::now();
@@ -249,6 +297,7 @@ class JobRun {
   void on_line(const RankLine& line) {
     int fd = line.stream == OutputStream::out ? STDOUT_FILENO : STDERR_FILENO;
     if (line.rank >= 0) {
+      ranks_started_ = true;  // a rank that speaks has started
       write_line(fd, fmt::format("[rank {}] {}", line.rank, line.text));
       // rank-exec's own line about how the rank's command ended names the failure; the report's first
       // line says that already, so it is not one of the rank's error lines.
@@ -262,6 +311,15 @@ class JobRun {
       messages_.observe(line.text);
     }
   }
+
+  // The user's command of `train -- CMD` (what follows rank-exec's "--"); empty for train's own training.
+  std::vector<std::string> user_program() const {
+    const auto& words = settings_.rank_program;
+    const auto separator = std::find(words.begin(), words.end(), std::string("--"));
+    return separator == words.end() ? std::vector<std::string>{} : std::vector<std::string>(separator + 1, words.end());
+  }
+
+  std::filesystem::path mpirun_signals_file() const { return reasons_->path() / "mpirun-signals"; }
 
   // Whether train's checkpoint file was written after the stop request (the report says so).
   bool checkpoint_after_stop() const {
@@ -282,8 +340,10 @@ class JobRun {
     for (const auto& [rank, tail] : error_tails_) facts.error_tails[rank].assign(tail.begin(), tail.end());
     facts.failure_seen = failure_seen_;
     facts.stop_signals = stop_signals_;
+    if (reasons_) facts.mpirun_signals = read_mpirun_signals(mpirun_signals_file(), ::getpid());
     facts.checkpoint_after_stop = checkpoint_after_stop();
     if (teardown_forced_) facts.teardown_forced_after = teardown_limit;
+    if (ranks_never_started_) facts.ranks_never_started_after = settings_.ranks_timeout;
     if (companions_) facts.companion_trouble = companions_->trouble();
     facts.oom_kills_at_start = oom_kills_at_start_;
     facts.oom_kills_at_end = cgroup_out_of_memory_kills();
@@ -304,8 +364,7 @@ class JobRun {
     } else {
       log_error("{}", verdict.summary);
     }
-    write_failure_file(job_.paths, compose_failure_text(verdict.summary, verdict.details));
-    return verdict.exit_code;
+    return report_failure(job_.paths, verdict.summary, verdict.details, verdict.exit_code);
   }
 
   const JobDescription& job_;
@@ -324,6 +383,11 @@ class JobRun {
   int failed_rank_ = -1;
   clock::time_point next_reason_check_{};
   bool teardown_forced_ = false;  // mpirun was ended by train after teardown_limit
+  clock::time_point mpirun_started_{};
+  bool ranks_started_ = false;
+  bool ranks_never_started_ = false;  // mpirun was ended by train after settings_.ranks_timeout
+  clock::time_point next_start_check_{};
+  clock::time_point next_start_progress_{};
   RankMemoryWatch memory_;
   std::optional<uint64_t> oom_kills_at_start_;
   MpirunMessages messages_;

@@ -21,11 +21,15 @@ struct LaunchSettings {
   // sends SIGKILL 120 s after SIGTERM; the default (common/train_variables.cpp) leaves room for the rest of
   // the shutdown.
   std::chrono::seconds stop_grace{};
+  // How long the ranks may take to start once mpirun runs (TRAIN_RANKS_TIMEOUT_SECONDS): mpirun that runs out
+  // of descriptors, or waits for a daemon that never comes, would otherwise keep the job waiting for ever.
+  std::chrono::seconds ranks_timeout{};
   // Multi-host jobs: the host file mpirun reads (one line per host, one slot per rank); empty for one host.
   std::string hostfile;
 };
 
-// Reads TRAIN_MPIRUN and TRAIN_STOP_GRACE_SECONDS. Throws ConfigError on a malformed value.
+// Reads TRAIN_MPIRUN, TRAIN_STOP_GRACE_SECONDS and TRAIN_RANKS_TIMEOUT_SECONDS. Throws ConfigError on a
+// malformed value.
 LaunchSettings launch_settings_from_environment(const EnvironmentMap& environment,
                                                 std::vector<std::string> rank_program);
 

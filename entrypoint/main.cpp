@@ -6,6 +6,7 @@
 #include "entrypoint/job_report.h"
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
+#include "entrypoint/resource_limits.h"
 #include "entrypoint/rank_exec.h"
 #include "entrypoint/shared_memory_sweep.h"
 #include "entrypoint/validate_command.h"
@@ -62,8 +63,7 @@ int report_invalid_job(const JobPaths& paths, const std::string& problems) {
   for (const auto& line : lines) log_error("{}", line);
   std::string summary = fmt::format("The job description is invalid: {}", lines.front());
   std::vector<std::string> rest(lines.begin() + 1, lines.end());
-  write_failure_file(paths, compose_failure_text(summary, rest));
-  return exit_code::invalid_job;
+  return report_failure(paths, summary, rest, exit_code::invalid_job);
 }
 
 int launch(const std::vector<std::string>& user_command) {
@@ -78,6 +78,8 @@ int launch(const std::vector<std::string>& user_command) {
   set_log_fallback(paths.output() / "train.log");
   log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
   if (locked.warning) log_info("warning: {}", *locked.warning);
+  // Before anything can fail: an earlier run's failure file is moved aside, never taken for this run's reason.
+  start_job_report(paths);
   EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;
@@ -102,6 +104,13 @@ int launch(const std::vector<std::string>& user_command) {
   if (!user_command.empty()) {
     std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
     log_info("each rank runs: {}{}{}", fmt::join(user_command, " "), arguments.empty() ? "" : " ", arguments);
+  }
+  // The limits this host's mpirun, sshd and ranks inherit: a soft one too low is raised to the hard one,
+  // a hard one too low refused before anything starts.
+  const auto checkpoint = user_command.empty() ? std::optional<uint64_t>(least_checkpoint_bytes(job)) : std::nullopt;
+  if (auto refusal = apply_limits(open_files_need(job), file_size_need(job, checkpoint))) {
+    log_error("{}", *refusal);
+    return report_failure(paths, *refusal, {}, exit_code::environment);
   }
   // A job killed outright on this host left its shared memory behind (a container's /dev/shm is its own, but
   // a host's may serve job after job).

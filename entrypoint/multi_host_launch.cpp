@@ -175,7 +175,6 @@ class HostRun : private LauncherCompanions {
 
   int run() {
     become_child_subreaper();
-    start_job_report(job_.paths);
     int code = exit_code::internal_error;
     try {
       settings_ = multi_host_settings_from_environment(environment_);
@@ -202,8 +201,7 @@ class HostRun : private LauncherCompanions {
   int fail(const HostFailure& failure) {
     log_error("{}", failure.what());
     for (const auto& line : failure.details) log_error("{}", line);
-    write_failure_file(job_.paths, compose_failure_text(failure.what(), failure.details));
-    return failure.code;
+    return report_failure(job_.paths, failure.what(), failure.details, failure.code);
   }
 
   int stopped() {

@@ -11,6 +11,7 @@
 #include "entrypoint/descendants.h"
 #include "entrypoint/mpirun_outcome.h"
 #include "entrypoint/signal_inbox.h"
+#include "job/host_agreement.h"
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "job/sagemaker_environment.h"
@@ -97,6 +98,12 @@ int run_rank_exec(const std::vector<std::string>& command) {
     log_error("{}", message);
     return exit_code::invalid_job;
   }
+  // This host's job description against the master's (job/host_agreement.h), before the command starts.
+  if (auto disagreement = host_disagreement(job, environment, command)) {
+    write_rank_reason(identity->rank, exit_code::invalid_job, 0, *disagreement, RankReasonKind::headline);
+    log_error("{}", *disagreement);
+    return exit_code::invalid_job;
+  }
 
   sigset_t handled;
   sigemptyset(&handled);
@@ -126,6 +133,7 @@ int run_rank_exec(const std::vector<std::string>& command) {
     return exit_code::launch_failed;
   }
 
+  write_rank_started(identity->rank);  // the launcher's start-up wait is over
   std::optional<int> status;
   while (!status) {
     siginfo_t info{};

@@ -21,6 +21,7 @@ namespace train {
 namespace {
 
 constexpr std::string_view file_prefix = "rank-";
+constexpr std::string_view started_prefix = "started-";
 constexpr std::string_view folder_prefix = "train-reasons-";
 
 // Where the folders are made: /dev/shm when it is writable, else the temporary folder.
@@ -28,7 +29,7 @@ std::filesystem::path folders_parent() {
   if (::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
   return temporary_directory(current_environment());
 }
-constexpr std::string_view first_line = "train rank reason 1";
+constexpr std::string_view first_line = "train rank reason 2";
 
 int64_t realtime_ns() {
   timespec now{};
@@ -41,28 +42,46 @@ std::optional<RankReason> parse_reason(const std::string& text) {
   std::string line;
   if (!std::getline(in, line) || line != first_line) return std::nullopt;
   RankReason reason;
-  if (!std::getline(in, line) || std::sscanf(line.c_str(), "rank=%d exit_code=%d signal=%d written_ns=%" SCNd64,
-                                             &reason.rank, &reason.exit_code, &reason.signal,
-                                             &reason.written_ns) != 4) {
+  int headline = 0;
+  if (!std::getline(in, line) ||
+      std::sscanf(line.c_str(), "rank=%d exit_code=%d signal=%d written_ns=%" SCNd64 " headline=%d", &reason.rank,
+                  &reason.exit_code, &reason.signal, &reason.written_ns, &headline) != 5) {
     return std::nullopt;
   }
+  reason.kind = headline != 0 ? RankReasonKind::headline : RankReasonKind::rank;
   while (std::getline(in, line)) reason.lines.push_back(line);
   return reason;
 }
 
 }  // namespace
 
-void write_rank_reason(int rank, int exit_code, int signal, std::string_view message) {
+void write_rank_reason(int rank, int exit_code, int signal, std::string_view message, RankReasonKind kind) {
   const char* folder = std::getenv(rank_reasons_variable);
   if (folder == nullptr || *folder == '\0' || rank < 0) return;
   try {
     // Written whole under a temporary name and renamed: the launcher never reads half a reason.
     write_file_atomically(fmt::format("{}/{}{}", folder, file_prefix, rank),
-                          fmt::format("{}\nrank={} exit_code={} signal={} written_ns={}\n{}", first_line, rank,
-                                      exit_code, signal, realtime_ns(), message));
+                          fmt::format("{}\nrank={} exit_code={} signal={} written_ns={} headline={}\n{}", first_line,
+                                      rank, exit_code, signal, realtime_ns(), kind == RankReasonKind::headline ? 1 : 0,
+                                      message));
   } catch (const std::exception&) {
     // No folder here (a rank on another host of the job) or no room: mpirun's relay still carries it.
   }
+}
+
+void write_rank_started(int rank) {
+  const char* folder = std::getenv(rank_reasons_variable);
+  if (folder == nullptr || *folder == '\0' || rank < 0) return;
+  const int fd = create_new_file(fmt::format("{}/{}{}", folder, started_prefix, rank));
+  if (fd >= 0) ::close(fd);  // its name is the news; a rank on another host has no such folder
+}
+
+bool any_rank_started(const std::filesystem::path& folder) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().filename().string().rfind(started_prefix, 0) == 0) return true;
+  }
+  return false;
 }
 
 std::vector<RankReason> read_rank_reasons(const std::filesystem::path& folder) {

@@ -4,11 +4,15 @@
 #include "common/environment_error.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/train_variables.h"
 #include "common/memory_facts.h"
+#include "job/host_agreement.h"
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "job/rank_mark.h"
 #include "job/rank_reason.h"
+#include "runtime/comm/broadcast_text.h"
+#include "runtime/comm/gather_text.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/data/data_error.h"
 #include "runtime/device_pinning.h"
@@ -19,8 +23,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <system_error>
 
 namespace train {
@@ -73,8 +79,31 @@ void check_allreduce(const RankIdentity& identity) {
   }
 }
 
+// Every host's job description against the master's (job/host_agreement.h), before the first step. The first
+// difference any rank found (by rank) is every rank's answer, so that rank 0, on the master's host, leaves it
+// where the launcher reads it: a rank on another host could only say it through mpirun's relay.
+std::optional<std::string> job_disagreement(const JobDescription& job) {
+  const EnvironmentMap environment = current_environment();
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      read_seconds_variable(environment, WholeVariable::step_timeout_seconds));
+  const std::string mine = host_disagreement(job, environment, {}).value_or("");
+  std::string first;
+  for (const auto& text : comm::gather_texts(mine, MPI_COMM_WORLD, timeout, "the job descriptions' comparison")) {
+    if (!text.empty()) {
+      first = text;
+      break;
+    }
+  }
+  comm::broadcast_text(first, MPI_COMM_WORLD);
+  if (first.empty()) return std::nullopt;
+  return first;
+}
+
 int run_rank_checked() {
   install_stop_handlers();
+  // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, which names the file and leaves no
+  // temporary file behind, instead of killing the rank with SIGXFSZ (exit 153) in the middle of it.
+  ::signal(SIGXFSZ, SIG_IGN);
   MPI_CHECK(MPI_Init(nullptr, nullptr));
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   RankIdentity identity = discover_identity();
@@ -108,6 +137,16 @@ int run_rank_checked() {
   write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
                             identity.local_rank, identity.local_size, job.cluster.current_host, device));
   check_allreduce(identity);
+  if (auto disagreement = job_disagreement(job)) {
+    // Rank 0, on the master's host, fails the job with the reason; the others end quietly, so that mpirun
+    // names rank 0, whose reason the launcher has, and not a rank of a host whose reason it cannot read.
+    MPI_CHECK(MPI_Finalize());
+    if (identity.rank != 0) return exit_code::success;
+    write_rank_reason(identity.rank, exit_code::invalid_job, 0, *disagreement, RankReasonKind::headline);
+    log_error("{}", *disagreement);
+    return exit_code::invalid_job;
+  }
+  write_rank_started(identity.rank);  // every rank has joined: the launcher's start-up wait is over
   int code = Trainer(job, identity, MPI_COMM_WORLD).run();
   MPI_CHECK(MPI_Finalize());
   return code;

@@ -286,7 +286,8 @@ void Trainer::print_progress(const ProgressLine& line) {
   interval_ = TrainingSums{};
 }
 
-// The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal).
+// The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal), or
+// the failure of a stop the job did not ask for (runtime/stop_request.h).
 int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
   flush_progress();
   if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
@@ -296,7 +297,7 @@ int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
     write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
                               step_, signal_description()));
   }
-  return 0;
+  return exit_code_after_stop(identity_, settings_.host, step_, total_steps_);
 }
 
 // After the last step: every rank must hold the same parameters, then rank 0 writes the model.

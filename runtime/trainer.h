@@ -30,7 +30,8 @@ class Trainer {
   Trainer(const JobDescription& job, const RankIdentity& identity, MPI_Comm comm);
   ~Trainer();
 
-  // Returns the rank's exit code: 0 when training finished or stopped on request (after its checkpoint).
+  // Returns the rank's exit code: 0 when training finished or stopped on request (after its checkpoint); 128 +
+  // the signal when this rank's stop was one the job did not ask for (runtime/stop_request.h).
   // Throws ConfigError for a job it cannot train, DataError for bad data, MpiError for a broken job.
   int run();
 

@@ -11,16 +11,6 @@
 
 namespace train::comm {
 
-uint64_t fnv1a64(const void* data, size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
 void check_replicas_agree(const float* values, size_t count, const RankIdentity& identity, MPI_Comm comm,
                           std::chrono::milliseconds timeout) {
   uint64_t own = fnv1a64(values, count * sizeof(float));

@@ -3,6 +3,7 @@
 // (a reduction bug, a rank on different hyperparameters) into an error naming the ranks that differ.
 #pragma once
 
+#include "common/fnv1a.h"  // fnv1a64
 #include "job/rank_environment.h"
 
 #include <mpi.h>
@@ -12,9 +13,6 @@
 #include <cstdint>
 
 namespace train::comm {
-
-// FNV-1a (64-bit) of `size` bytes.
-uint64_t fnv1a64(const void* data, size_t size);
 
 // Compares every rank's checksum of `values`; rank 0 logs the agreement ("parameters identical on all N
 // ranks"), every rank throws std::runtime_error naming the ranks that differ from rank 0.

@@ -399,6 +399,23 @@ class MultiHostTest(unittest.TestCase):
                              r"^Rank [23] of 6 on host algo-2 was killed by signal 9 \(SIGKILL\)\.$", failure)
             self.assert_nothing_left(cluster)
 
+    def test_sigterm_to_a_rank_on_a_worker_is_a_failure_naming_it(self):
+        """A SIGTERM that reaches one rank on a worker, not the master's train: every rank checkpointed and
+        exited 0 and the job was a success with no model. Now that rank fails the job, saying who sent it."""
+        with self.cluster() as cluster:
+            job = self.start_training(cluster)
+            victim = rank_processes(cluster, "algo-2")[1]
+            os.kill(victim, signal.SIGTERM)
+            codes = job.wait(timeout=90)
+            self.assertEqual(codes["algo-1"], 143, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertRegex(failure.splitlines()[0], r"^Rank [23] of 6 on host algo-2 exited with code 143\.$", failure)
+            self.assertRegex(failure, rf"Rank [23] of 6 on host algo-2 received SIGTERM from process \d+ \(python3\) "
+                                      r"of user root \(uid 0\), a stop the job did not ask for", failure)
+            self.assertFalse(os.path.exists(os.path.join(cluster.opt_ml("algo-1"), "output", "success")))
+            self.assertFalse(os.path.exists(model_path(cluster, "algo-1")))
+            self.assert_nothing_left(cluster)
+
     def test_worker_that_never_starts(self):
         with self.cluster() as cluster:
             simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(LONG_JOB))
@@ -639,6 +656,59 @@ class MultiHostTest(unittest.TestCase):
             self.assertRegex(failure, r"did not complete within 8 s", failure)
             self.assertRegex(failure, r"mpirun did not end within \d+ s of the ranks' failure", failure)
             self.assertLess(took, 75, job.describe())
+            self.assert_nothing_left(cluster)
+
+    # -- hosts whose job descriptions differ ------------------------------------------------------------
+
+    def test_hosts_whose_job_descriptions_differ_are_refused_before_the_first_step(self):
+        """One host's hyperparameters differ: the job trained to its last step and failed with 'parameters
+        diverged ... a bug in train', blaming a host at random. Now no step is trained, and the report names
+        the host that differs and the key (whichever host it is)."""
+        for odd in ("algo-3", "algo-2"):
+            with self.subTest(odd=odd), self.cluster() as cluster:
+                hyperparameters = dict(LONG_JOB, max_steps=20, learning_rate=0.1)
+                simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(hyperparameters))
+                odd_config = os.path.join(cluster.opt_ml(odd), "input", "config", "hyperparameters.json")
+                simcluster.write_json(odd_config, simcluster.sdk_encoded_hyperparameters(
+                    dict(hyperparameters, learning_rate=0.2, momentum=0.5)))
+                job = Job(cluster, env=FAST_FAULTS)
+                self.start_all(job)
+                codes = job.wait(timeout=120)
+                self.assertEqual(codes["algo-1"], 65, job.describe())
+                failure = failure_text(cluster, "algo-1")
+                self.assertEqual(failure.splitlines()[0],
+                                 f"Host {odd}'s job description differs from the master algo-1's: hyperparameter "
+                                 f'"learning_rate" is 0.2 on {odd} and 0.1 on the master algo-1 (and 1 more below).',
+                                 job.describe())
+                self.assertIn(f'hyperparameter "momentum" is 0.5 on {odd} and absent on the master algo-1.', failure)
+                self.assertNotRegex(job.log("algo-1"), r"step=\d+ ", "a step was trained")
+                self.assertNotIn("parameters diverged", job.log("algo-1"))
+                self.assert_nothing_left(cluster)
+
+    def test_a_users_program_that_differs_on_a_host_is_named(self):
+        """`train -- CMD`: the command's own file differs on one host (its code), and one host's channel is
+        delivered otherwise: that host's ranks refuse before the command starts, naming the file."""
+        with self.cluster(hosts=2) as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters({"processes_per_host": 1}),
+                                           input_data_config={"train": {"TrainingInputMode": "File"}})
+            for host, text in (("algo-1", "echo one\n"), ("algo-2", "echo two\n")):
+                os.makedirs(os.path.join(cluster.opt_ml(host), "code"), exist_ok=True)
+                with open(os.path.join(cluster.opt_ml(host), "code", "run.sh"), "w") as f:
+                    f.write(text)
+            simcluster.write_json(os.path.join(cluster.opt_ml("algo-2"), "input", "config", "inputdataconfig.json"),
+                                  {"train": {"TrainingInputMode": "FastFile"}})
+            job = Job(cluster, env=FAST_FAULTS, command=["/bin/sh", "/opt/ml/code/run.sh"])
+            self.start_all(job)
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes["algo-1"], 65, job.describe())
+            failure = failure_text(cluster, "algo-1")
+            self.assertEqual(failure.splitlines()[0], "Rank 1 of 2 on host algo-2 exited with code 65.", failure)
+            self.assertIn("Host algo-2's job description differs from the master algo-1's: ", failure)
+            self.assertRegex(failure, r'channel "train" is "FastFile FullyReplicated RecordWrapperType None" on '
+                                      r'algo-2 and "File FullyReplicated RecordWrapperType None" on the master algo-1')
+            self.assertRegex(failure, r'the program\'s file "/opt/ml/code/run.sh" is 9 bytes with checksum '
+                                      r'[0-9a-f]{16} on algo-2 and 9 bytes with checksum [0-9a-f]{16} on the master')
+            self.assertNotIn("[rank 1] two", job.log("algo-1"), "the command ran on the host that differs")
             self.assert_nothing_left(cluster)
 
 

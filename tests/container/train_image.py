@@ -51,7 +51,9 @@ def make_prebuilt_context(binary, context):
     os.makedirs(os.path.join(context, "prebuilt"))
     shutil.copy2(binary, os.path.join(context, "prebuilt", "train"))
     # The gethostname library the build makes beside train (entrypoint/CMakeLists.txt).
-    shutil.copy2(os.path.join(os.path.dirname(binary), "libtrain_job_host_name.so"), os.path.join(context, "prebuilt"))
+    # The libraries the build makes beside train (entrypoint/CMakeLists.txt): gethostname's, the signal witness.
+    for library in ("libtrain_job_host_name.so", "libtrain_signal_witness.so"):
+        shutil.copy2(os.path.join(os.path.dirname(binary), library), os.path.join(context, "prebuilt"))
     packages = subprocess.run([os.path.join(REPO, "docker", "runtime_packages.sh"), binary], check=True,
                               text=True, stdout=subprocess.PIPE).stdout
     with open(os.path.join(context, "prebuilt", "runtime-packages"), "w") as file:

@@ -52,7 +52,7 @@ TEST_CASE("created files: the model, checkpoint and report files honour the umas
     write_file_atomically(metrics, "{}\n");  // metrics.json, model.json
     model_io::write_safetensors(model, {{"a", model_io::Dtype::F32, {}, &value}});  // model and checkpoints
     REQUIRE(write_success_file(paths));
-    REQUIRE(write_failure_file(paths, "Why.\n"));
+    REQUIRE(write_failure_file(paths, "Why.\n") == FailureFile::written);
     CHECK(mode_of(metrics) == expected);
     CHECK(mode_of(model) == expected);
     CHECK(mode_of(paths.success_file().string()) == expected);

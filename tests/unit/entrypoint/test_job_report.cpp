@@ -139,7 +139,7 @@ TEST_CASE("failure text: a summary too long on its own is cut, and still ends th
 TEST_CASE("failure file: written whole, with no temporary file left", "[report]") {
   ReportDir dir;
   const std::string text = compose_failure_text("Rank 1 of 4 on host algo-1 exited with code 3.", {"boom"});
-  REQUIRE(write_failure_file(dir.paths(), text));  // creates output/ as needed
+  REQUIRE(write_failure_file(dir.paths(), text) == FailureFile::written);  // creates output/ as needed
   REQUIRE(read_file(dir.paths().failure_file()) == text);
   REQUIRE(dir.output_entries() == std::vector<std::string>{"failure"});
 }
@@ -148,14 +148,14 @@ TEST_CASE("failure file: one that already exists is never overwritten", "[report
   ReportDir dir;
   const std::string users_reason = "My training script found a corrupt shard: s3://bucket/part-7\n";
   write_file(dir.paths().failure_file(), users_reason);
-  CHECK_FALSE(write_failure_file(dir.paths(), "Rank 0 of 1 on host algo-1 exited with code 1.\n"));
+  CHECK(write_failure_file(dir.paths(), "Rank 0 of 1 on host algo-1 exited with code 1.\n") == FailureFile::jobs_own_kept);
   REQUIRE(read_file(dir.paths().failure_file()) == users_reason);
   REQUIRE(dir.output_entries() == std::vector<std::string>{"failure"});  // no temporary left behind
 
   // Nor a second report of train's own: the first one stands.
   ReportDir second;
-  REQUIRE(write_failure_file(second.paths(), "First.\n"));
-  CHECK_FALSE(write_failure_file(second.paths(), "Second.\n"));
+  REQUIRE(write_failure_file(second.paths(), "First.\n") == FailureFile::written);
+  CHECK(write_failure_file(second.paths(), "Second.\n") == FailureFile::jobs_own_kept);
   REQUIRE(read_file(second.paths().failure_file()) == "First.\n");
   REQUIRE(second.output_entries() == std::vector<std::string>{"failure"});
 }
@@ -163,7 +163,7 @@ TEST_CASE("failure file: one that already exists is never overwritten", "[report
 TEST_CASE("failure file: an empty existing file counts as existing", "[report]") {
   ReportDir dir;
   write_file(dir.paths().failure_file(), "");
-  CHECK_FALSE(write_failure_file(dir.paths(), "Ours.\n"));
+  CHECK(write_failure_file(dir.paths(), "Ours.\n") == FailureFile::jobs_own_kept);
   REQUIRE(read_file(dir.paths().failure_file()).empty());
 }
 
@@ -173,4 +173,64 @@ TEST_CASE("success file: written empty, with no temporary file left", "[report]"
   REQUIRE(std::filesystem::is_regular_file(dir.paths().success_file()));
   REQUIRE(std::filesystem::file_size(dir.paths().success_file()) == 0);
   REQUIRE(dir.output_entries() == std::vector<std::string>{"success"});
+}
+
+TEST_CASE("failure file: a symbolic link that leads to no file is replaced, never followed", "[report]") {
+  ReportDir dir;
+  std::filesystem::create_directories(dir.paths().output());
+  std::filesystem::create_directory_symlink(dir.path() / "nowhere", dir.paths().failure_file());
+  REQUIRE(write_failure_file(dir.paths(), "Ours.\n") == FailureFile::written);
+  CHECK_FALSE(std::filesystem::is_symlink(dir.paths().failure_file()));
+  CHECK(read_file(dir.paths().failure_file()) == "Ours.\n");
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "nowhere"));
+  // A link to the job's own file is the job's reason: kept.
+  ReportDir linked;
+  write_file(linked.path() / "reason", "the job's reason\n");
+  std::filesystem::create_directories(linked.paths().output());
+  std::filesystem::create_symlink(linked.path() / "reason", linked.paths().failure_file());
+  CHECK(write_failure_file(linked.paths(), "Ours.\n") == FailureFile::jobs_own_kept);
+  CHECK(read_file(linked.path() / "reason") == "the job's reason\n");
+}
+
+TEST_CASE("failure file: a folder in its place is never taken for a reason", "[report]") {
+  ReportDir dir;
+  std::filesystem::create_directories(dir.paths().failure_file());
+  CHECK(write_failure_file(dir.paths(), "Ours.\n") == FailureFile::not_written);
+  CHECK(report_failure(dir.paths(), "Rank 0 of 1 on host algo-1 exited with code 3.", {}, 3) == 74);
+  CHECK(dir.output_entries() == std::vector<std::string>{"failure"});  // no temporary left behind
+  ReportDir good;
+  CHECK(report_failure(good.paths(), "Rank 0 of 1 on host algo-1 exited with code 3.", {}, 3) == 3);
+}
+
+TEST_CASE("job report start: whatever is at output/failure is moved aside, to a free name if need be", "[report]") {
+  SECTION("a folder") {
+    ReportDir dir;
+    write_file(dir.paths().failure_file() / "note", "old\n");
+    start_job_report(dir.paths());
+    CHECK(read_file(dir.paths().output() / "failure.previous" / "note") == "old\n");
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir.paths().failure_file())));
+  }
+  SECTION("a dangling link") {
+    ReportDir dir;
+    std::filesystem::create_directories(dir.paths().output());
+    std::filesystem::create_symlink(dir.path() / "nowhere", dir.paths().failure_file());
+    start_job_report(dir.paths());
+    CHECK(std::filesystem::read_symlink(dir.paths().output() / "failure.previous") == dir.path() / "nowhere");
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir.paths().failure_file())));
+  }
+  SECTION("a file, with an earlier failure.previous file (replaced, as before) or folder (kept)") {
+    ReportDir dir;
+    write_file(dir.paths().failure_file(), "newer\n");
+    write_file(dir.paths().output() / "failure.previous", "older\n");
+    start_job_report(dir.paths());
+    CHECK(read_file(dir.paths().output() / "failure.previous") == "newer\n");
+    ReportDir beside;
+    write_file(beside.paths().failure_file(), "newer\n");
+    write_file(beside.paths().output() / "failure.previous" / "kept", "older\n");
+    write_file(beside.paths().output() / "failure.previous.1", "taken\n");
+    start_job_report(beside.paths());
+    CHECK(read_file(beside.paths().output() / "failure.previous" / "kept") == "older\n");
+    CHECK(read_file(beside.paths().output() / "failure.previous.1") == "taken\n");
+    CHECK(read_file(beside.paths().output() / "failure.previous.2") == "newer\n");
+  }
 }

@@ -336,6 +336,72 @@ TEST_CASE("job verdict: SIGTERM after a rank already failed keeps the rank's rea
   }
 }
 
+TEST_CASE("job verdict: a stop the job did not ask for is a failure in the rank's words", "[verdict]") {
+  // A SIGTERM reached rank 1, not the launcher: every rank checkpointed, rank 1 exited 143 with its sentence.
+  const std::string sentence =
+      "Rank 1 of 4 on host algo-1 received SIGTERM from process 4321 (kill) of user root (uid 0), a stop the job did "
+      "not ask for: the ranks wrote a checkpoint at step 3 of 75 and stopped, so the job did not finish.";
+  JobEndFacts facts = failed_with(exited(143));
+  mpirun_said(facts, exit_code_block(1, 143));
+  facts.reasons = {reason(1, 143, 100, {sentence, "A job is stopped by a signal to train ..."})};
+  facts.reasons.front().kind = RankReasonKind::headline;
+  facts.error_tails[1] = {"[train] error: " + sentence, "A job is stopped by a signal to train ..."};
+  facts.failure_seen = at_second(10);
+  auto verdict = decide_job_verdict(one_host, facts);
+  CHECK(verdict.kind == JobVerdict::Kind::failed);
+  CHECK(verdict.exit_code == 143);
+  CHECK(verdict.summary == sentence);
+  CHECK(verdict.details == Lines{"A job is stopped by a signal to train ..."});
+
+  SECTION("the launcher's own stop before it: the job was stopped, as asked") {
+    facts.stop_signals = {{SIGTERM, at_second(9)}};
+    CHECK(decide_job_verdict(one_host, facts).kind == JobVerdict::Kind::stopped);
+  }
+  SECTION("the same reason of the rank's own kind keeps the usual first line") {
+    facts.reasons.front().kind = RankReasonKind::rank;
+    CHECK(decide_job_verdict(one_host, facts).summary == "Rank 1 of 4 on host algo-1 exited with code 143.");
+  }
+}
+
+TEST_CASE("job verdict: a signal sent to mpirun itself is named with its sender", "[verdict]") {
+  // mpirun ends the ranks and exits 1 on SIGTERM, silently; the witness preloaded into it saw the signal.
+  JobEndFacts facts = failed_with(exited(1));
+  SignalSender sender;
+  sender.signal = SIGINT;
+  sender.pid = 4321;
+  sender.uid = 0;
+  sender.command = "kill";
+  facts.mpirun_signals = {{sender, at_second(20)}};
+  auto verdict = decide_job_verdict(one_host, facts);
+  CHECK(verdict.kind == JobVerdict::Kind::failed);
+  CHECK(verdict.exit_code == 128 + SIGINT);
+  CHECK(verdict.summary == "mpirun received SIGINT from process 4321 (kill) of user root (uid 0), a stop the job did "
+                           "not ask for: it ended the ranks and exited with code 1.");
+
+  SECTION("a rank that failed before it keeps its reason") {
+    facts.reasons = {reason(1, 3, 100, {"boom"})};
+    facts.failure_seen = at_second(10);
+    CHECK(decide_job_verdict(one_host, facts).summary == "Rank 1 of 4 on host algo-1 exited with code 3.");
+  }
+  SECTION("train's own stop comes first") {
+    facts.stop_signals = {{SIGTERM, at_second(19)}};
+    CHECK(decide_job_verdict(one_host, facts).kind == JobVerdict::Kind::stopped);
+  }
+}
+
+TEST_CASE("job verdict: ranks that never started, and mpirun ended by train", "[verdict]") {
+  JobEndFacts facts = failed_with(killed(SIGSEGV));
+  facts.ranks_never_started_after = std::chrono::seconds(900);
+  mpirun_said(facts, {"[vm:1] [[1,0],0] ORTE_ERROR_LOG: The system limit on number of pipes a process can open was "
+                      "reached in file iof_base_setup.c at line 116"});
+  auto verdict = decide_job_verdict(one_host, facts);
+  CHECK(verdict.kind == JobVerdict::Kind::failed);
+  CHECK(verdict.exit_code == 124);
+  CHECK(verdict.summary == "No rank started within 900 s of mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS): train ended "
+                           "mpirun, which then was killed by signal 11 (SIGSEGV).");
+  CHECK_THAT(verdict.details.back(), Contains("raise TRAIN_RANKS_TIMEOUT_SECONDS"));
+}
+
 TEST_CASE("job verdict: two signals, the first one names the stop", "[verdict]") {
   JobEndFacts facts = failed_with(killed(SIGKILL));
   facts.stop_signals = {{SIGTERM, at_second(0)}, {SIGINT, at_second(2)}};

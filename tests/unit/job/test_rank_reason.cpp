@@ -32,6 +32,18 @@ TEST_CASE("rank reasons: what a failing rank leaves is read back whole, earliest
   CHECK(reasons[1].signal == 9);
   CHECK(reasons[1].lines.empty());
   CHECK(reasons[0].written_ns <= reasons[1].written_ns);
+  CHECK(reasons[0].kind == RankReasonKind::rank);
+}
+
+TEST_CASE("rank reasons: a sentence about the whole job is read back as the report's headline", "[rank_reason]") {
+  RankReasonFolder folder;
+  ::setenv(rank_reasons_variable, folder.path().c_str(), 1);
+  write_rank_reason(0, 65, 0, "Host algo-2's job description differs\nmore", RankReasonKind::headline);
+  ::unsetenv(rank_reasons_variable);
+  const auto reasons = read_rank_reasons(folder.path());
+  REQUIRE(reasons.size() == 1);
+  CHECK(reasons[0].kind == RankReasonKind::headline);
+  CHECK(reasons[0].lines == std::vector<std::string>{"Host algo-2's job description differs", "more"});
 }
 
 TEST_CASE("rank reasons: the folder goes with everything in it", "[rank_reason]") {
