@@ -76,6 +76,9 @@ std::string describe_parse_error(const std::string& what) {
 
 }  // namespace
 
+JsonTooDeep::JsonTooDeep()
+    : std::runtime_error(fmt::format("it nests lists and objects more than {} levels deep", max_json_depth)) {}
+
 std::string describe_json_value(const nlohmann::json& value) {
   if (value.is_null()) return "null";
   return describe_json_type(value) + " " + quote_json_for_message(value);

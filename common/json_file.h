@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <stdexcept>
 #include <utility>
 #include <string>
 #include <string_view>
@@ -19,11 +20,15 @@ constexpr size_t max_config_file_bytes = 4 * 1024 * 1024;
 constexpr int max_json_depth = 64;
 
 // Thrown from inside nlohmann's parser by a callback of json_depth_limited(), at the first list or object
-// nested deeper than max_json_depth; the caller says what it was parsing.
-struct JsonTooDeep {};
+// nested deeper than max_json_depth: "it nests lists and objects more than 64 levels deep"; the caller says
+// what it was parsing.
+class JsonTooDeep : public std::runtime_error {
+ public:
+  JsonTooDeep();
+};
 
 // `callback` (none: keep everything) behind the nesting bound every JSON document train reads from outside
-// has: the config files here, a safetensors header (runtime/model_io). nlohmann's parser itself is not
+// has: the config files here, a hyperparameter's value, a safetensors header and the JSON in its metadata. nlohmann's parser itself is not
 // recursive, but copies, dumps and messages of what it builds are: 100,000 levels overflowed the stack.
 template <typename Json>
 typename Json::parser_callback_t json_depth_limited(typename Json::parser_callback_t callback = nullptr) {

@@ -18,17 +18,12 @@ nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw) {
   if (!raw.is_string()) return raw;
   const auto& text = raw.get_ref<const std::string&>();
   // A value nested deeper than any file may be stays a string: its copies and dumps would recurse too deep.
-  struct TooDeep {};
-  auto bound_depth = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    using event_t = nlohmann::json::parse_event_t;
-    if ((event == event_t::object_start || event == event_t::array_start) && depth >= max_json_depth) throw TooDeep{};
-    return true;
-  };
   try {
-    nlohmann::json parsed = nlohmann::json::parse(text, bound_depth, /*allow_exceptions=*/false);
+    nlohmann::json parsed =
+        nlohmann::json::parse(text, json_depth_limited<nlohmann::json>(), /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return raw;
     return parsed;
-  } catch (const TooDeep&) {
+  } catch (const JsonTooDeep&) {
     return raw;
   }
 }

@@ -216,11 +216,11 @@ ordered_json parse_json(std::string_view text, std::string_view source) {
   ordered_json header;
   try {
     header = ordered_json::parse(text.begin(), text.end(), json_depth_limited<ordered_json>(callback));
-  } catch (const JsonTooDeep&) {
+  } catch (const JsonTooDeep& error) {
     // Before anything of it is quoted in a message: dumping 100,000 levels overflowed the stack.
-    fail(source, fmt::format("header is not a safetensors header: it nests lists and objects more than {} levels "
-                             "deep (a tensor's entry needs 3): the file is damaged, or not a safetensors file",
-                             max_json_depth));
+    fail(source, fmt::format("header is not a safetensors header: {} (a tensor's entry needs 3): the file is "
+                             "damaged, or not a safetensors file",
+                             error.what()));
   } catch (const nlohmann::json::parse_error& error) {
     // Drop the "[json.exception.parse_error.101] " tag; keep the position and reason.
     std::string reason = error.what();
