@@ -19,6 +19,9 @@ namespace train {
 namespace {
 
 constexpr std::string_view temporary_suffix = ".tmp-";
+// The six characters create_unique_file draws after a prefix.
+constexpr std::string_view unique_letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+constexpr size_t unique_length = 6;
 
 std::string directory_of(const std::string& path) {
   std::string parent = std::filesystem::path(path).parent_path().string();
@@ -37,12 +40,11 @@ int open_file_for_appending(const std::string& path, mode_t mode) {
 }
 
 int create_unique_file(const std::string& prefix, std::string& path, mode_t mode) {
-  static constexpr char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   for (int attempt = 0; attempt < 100; ++attempt) {
-    unsigned char random[6];
+    unsigned char random[unique_length];
     if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) return -1;
     path = prefix;
-    for (unsigned char byte : random) path += letters[byte % (sizeof letters - 1)];
+    for (unsigned char byte : random) path += unique_letters[byte % unique_letters.size()];
     const int fd = create_new_file(path, mode);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
@@ -131,8 +133,11 @@ int remove_stale_temporaries(const std::string& path) {
   std::error_code error;
   for (std::filesystem::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
-    // mkstemp's six characters, nothing more: "model.json.tmp-aB3xYz" but not "model.json.tmp-keep.txt".
-    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0) {
+    // create_unique_file's six letters and digits, nothing more: "model.json.tmp-aB3xYz" but not
+    // "model.json.tmp-keep.txt" or "model.json.tmp-a.b-cd": only names this code makes.
+    const bool ours = name.size() == prefix.size() + unique_length && name.compare(0, prefix.size(), prefix) == 0 &&
+                      name.find_first_not_of(unique_letters, prefix.size()) == std::string::npos;
+    if (ours) {
       std::error_code ignored;
       if (std::filesystem::remove(it->path(), ignored)) ++removed;
     }
