@@ -30,6 +30,13 @@ PythonValue user_hyperparameters(const JobDescription& job);
 // writes them, a dict as "k=v,k2=v2".
 std::vector<std::string> user_command_arguments(const JobDescription& job);
 
+// What the toolkit's command line and environment cannot carry, one problem per hyperparameter (or variable),
+// naming it: a user hyperparameter whose name, argument or SM_HP_ value holds a NUL character, and any other
+// SM_* value that would (C strings end at a NUL: the argument and SM_HP_X were cut there while SM_HPS kept it,
+// and a key "a\u0000b" became --a; the toolkit's Python refuses them: "embedded null byte"). Inside a list or
+// a dict's JSON a NUL is escaped, and passes. Empty when everything can be passed as it is.
+std::vector<std::string> what_no_command_can_carry(const JobDescription& job, const EnvironmentMap& environment = {});
+
 // NeuronCores on this host as the toolkit counts them for SM_NUM_NEURONS: 64 on a trn2.48xlarge. (The
 // toolkit asks `neuron-ls` elsewhere; this image has no Neuron tools, so any other host counts 0.)
 int neuron_cores(const std::string& instance_type);

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import unittest
 
@@ -41,6 +42,34 @@ class KilledWriters(FaultCase):
         self.assert_exit_code(self.run_job(), 0)  # resumes from the last checkpoint and writes the model again
         self.assertEqual(sorted(os.listdir(model)), sorted({"model.safetensors", "model.json", *users}), self.logs())
         self.assert_nothing_left()
+
+
+class WhatNoCommandLineCarries(FaultCase):
+    def write_hyperparameters(self, text):
+        config = os.path.join(self.base, "input", "config")
+        os.makedirs(config, exist_ok=True)
+        with open(os.path.join(config, "resourceconfig.json"), "w") as f:
+            json.dump({"current_host": "algo-1", "hosts": ["algo-1"]}, f)
+        with open(os.path.join(config, "hyperparameters.json"), "w") as f:
+            f.write(text)
+
+    def test_a_nul_in_a_key_or_value_is_refused_naming_them(self):
+        # The value was cut at the NUL in the arguments and SM_HP_X (SM_HPS kept it); the key became --a.
+        self.write_hyperparameters('{"x": "a\\u0000b", "a\\u0000b": "1", "fine": "2"}')
+        command = ["--", "sh", "-c", 'touch "$TEST_WORK/ran.$OMPI_COMM_WORLD_RANK"']
+        validate = subprocess.run([test_launch.TRAIN, "validate", self.base] + command, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=60, env=self.environment())
+        self.assertEqual(validate.returncode, 65, validate.stdout)
+        for said in ("hyperparameter `a\\u0000b`: its name holds a NUL character",
+                     'hyperparameter `x`: its value "a\\u0000b" holds a NUL character, which its argument and SM_HP_X '
+                     "cannot carry"):
+            self.assertIn(said, validate.stdout)
+        code = self.run_job(args=command)
+        text = self.assert_failed(code, 65, r"^The job description is invalid: ",
+                                  "hyperparameter `a\\u0000b`: its name holds a NUL character",
+                                  "hyperparameter `x`: its value")
+        self.assertNotIn("fine", text)
+        self.assertFalse([name for name in os.listdir(self.work) if name.startswith("ran.")], "a rank ran")
 
 
 def main():
