@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 namespace train {
@@ -20,13 +19,9 @@ std::string encode_environment_value(const PythonValue& value) {
 
 namespace {
 
-std::string upper(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
-  return text;
-}
-
-// The toolkit's variable for a user hyperparameter: "SM_" + ("hp_" + key).upper().
-std::string hyperparameter_variable_name(const std::string& key) { return "SM_HP_" + upper(key); }
+// The toolkit's variable for a user hyperparameter: "SM_" + ("hp_" + key).upper(), with Python's upper()
+// ("größe" gives SM_HP_GRÖSSE).
+std::string hyperparameter_variable_name(const std::string& key) { return "SM_HP_" + python_upper(key); }
 
 // The toolkit's command-line form of one hyperparameter value (its mapping.to_cmd_args): None becomes "",
 // a dict "k=v,k2=v2" in sorted key order, anything else Python's str().
@@ -68,9 +63,10 @@ PythonValue user_hyperparameters(const JobDescription& job) {
 std::vector<std::string> user_command_arguments(const JobDescription& job) {
   std::vector<std::string> arguments;
   for (const auto& [key, value] : sorted_entries(user_hyperparameters(job))) {
-    // The toolkit's arg_name: "--" before a name of more than one character (Python's, not UTF-8's bytes).
+    // The toolkit's arg_name: "--" before a name of more than one character (Python's, not UTF-8's bytes),
+    // "-" before one of one, and the empty name as it is: an empty argument.
     const auto characters = std::count_if(key.begin(), key.end(), [](char c) { return (c & 0xC0) != 0x80; });
-    arguments.push_back((characters > 1 ? "--" : "-") + key);
+    arguments.push_back(characters == 0 ? "" : (characters > 1 ? "--" : "-") + key);
     arguments.push_back(command_line_value(value));
   }
   return arguments;
@@ -259,8 +255,8 @@ EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentM
   values.entries.emplace_back("training_env", training_env);
 
   EnvironmentMap variables;
-  for (const auto& [key, value] : values.entries) variables["SM_" + upper(key)] = encode_environment_value(value);
-  for (const auto& [name, dir] : channel_dirs.items()) variables["SM_CHANNEL_" + upper(name)] = dir.get<std::string>();
+  for (const auto& [key, value] : values.entries) variables["SM_" + python_upper(key)] = encode_environment_value(value);
+  for (const auto& [name, dir] : channel_dirs.items()) variables["SM_CHANNEL_" + python_upper(name)] = dir.get<std::string>();
   for (const auto& [key, value] : user_hps.entries) variables[hyperparameter_variable_name(key)] = encode_environment_value(value);
   // What else the toolkit sets in its own environment before it starts the user's program.
   variables["CURRENT_HOST"] = job.cluster.current_host;

@@ -1,7 +1,7 @@
 // The SM_* variables the SageMaker training toolkit exports to what it runs, with the same names and
-// encodings (names upper-cased, hyphens kept; strings as they are, everything else compact sorted
-// ASCII JSON). Each rank computes them from its own host's job description, so every rank sees its own
-// host's values (the toolkit exported the master's to all).
+// encodings (names upper-cased as Python's str.upper() does, hyphens kept; strings as they are, everything
+// else compact sorted ASCII JSON). Each rank computes them from its own host's job description, so every
+// rank sees its own host's values (the toolkit exported the master's to all).
 #pragma once
 
 #include "common/environment_map.h"

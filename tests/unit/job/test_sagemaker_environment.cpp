@@ -319,3 +319,19 @@ TEST_CASE("what no command line or environment can carry (a NUL) is refused, nam
   CHECK(user_command_arguments(job) == std::vector<std::string>{"--in-a-list", "['a\\x00b']"});
   CHECK(sagemaker_variables(job).at("SM_HP_IN-A-LIST") == "[\"a\\u0000b\"]");
 }
+
+TEST_CASE("SM_HP_ names are upper-cased as Python's str.upper(), and the empty key's argument is empty",
+          "[sagemaker_environment]") {
+  // Issue 31: SM_HP_GRößE (ASCII only) where the toolkit sets SM_HP_GRÖSSE; the empty key gave "-" where the
+  // toolkit's to_cmd_args() gives "". tests/toolkit compares these with the toolkit itself.
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json", R"({"größe": "1", "ﬁ": "2", "ı": "3", "": "4", "x": "5"})");
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host, Workload::user_command);
+  auto variables = sagemaker_variables(job);
+  CHECK(variables.at("SM_HP_GRÖSSE") == "1");
+  CHECK(variables.at("SM_HP_FI") == "2");
+  CHECK(variables.at("SM_HP_I") == "3");
+  CHECK(variables.at("SM_HP_") == "4");
+  CHECK(user_command_arguments(job) ==
+        std::vector<std::string>{"", "4", "--größe", "1", "-x", "5", "-ı", "3", "-ﬁ", "2"});  // sorted(): code points
+}
