@@ -72,6 +72,52 @@ class WhatNoCommandLineCarries(FaultCase):
         self.assertFalse([name for name in os.listdir(self.work) if name.startswith("ran.")], "a rank ran")
 
 
+class ExecutablesThatAreNot(FaultCase):
+    """`train -- PROGRAM` with a PROGRAM the kernel will not run (ENOEXEC): glibc's execvp ran it through /bin/sh."""
+
+    def program(self, name, content):
+        path = os.path.join(self.work, name)
+        with open(path, "wb") as f:
+            f.write(content)
+        os.chmod(path, 0o755)
+        return path
+
+    def assert_exec_format_error(self, program):
+        self.job({"processes_per_host": "2"})
+        code = self.run_job(args=["--", program, "--flag"])
+        text = self.assert_failed(code, 69, r"^Rank [01] of 2 on host algo-1 exited with code 69\.$",
+                                  f"cannot run {program}: Exec format error")
+        self.assertNotIn("Syntax error", text + self.logs())
+        return text
+
+    def test_an_executable_for_another_architecture(self):
+        # /bin/true with its ELF header's machine set to AArch64 (183): the kernel refuses it.
+        with open("/bin/true", "rb") as f:
+            elf = bytearray(f.read())
+        elf[18:20] = (183).to_bytes(2, "little")
+        self.assert_exec_format_error(self.program("other-arch", bytes(elf)))
+
+    def test_a_damaged_executable(self):
+        # Half an ELF header, and bytes that are no text: neither the kernel nor a shell can run them.
+        self.assert_exec_format_error(self.program("truncated", b"\x7fELF\x02\x01\x01"))
+        self.assert_exec_format_error(self.program("garbage", b"\x93\x02(\xc7)\x11\x05 garbage\n"))
+
+    def test_a_script_without_a_shebang_still_runs_through_sh(self):
+        # What execvp has always done, and a shell does, with a text file the kernel does not know: kept.
+        script = self.program("no-shebang", b'echo "ran $1 as $0" > "$TEST_WORK/ran.$OMPI_COMM_WORLD_RANK"\n')
+        self.job({"processes_per_host": "2"})
+        self.assert_exit_code(self.run_job(args=["--", script, "one"]), 0)
+        for rank in (0, 1):
+            with open(os.path.join(self.work, f"ran.{rank}")) as f:
+                self.assertEqual(f.read(), f"ran one as {script}\n")
+        self.assert_nothing_left()
+
+    def test_a_script_with_a_shebang_whose_interpreter_is_not_a_program(self):
+        # The kernel read the #! line and could not run what it names: a shell script it is not.
+        interpreter = self.program("not-an-interpreter", b"\x01\x02\x03\n")
+        self.assert_exec_format_error(self.program("script", f"#!{interpreter}\necho hello\n".encode()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True, help="the train executable to test")
