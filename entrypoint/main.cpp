@@ -6,6 +6,7 @@
 #include "entrypoint/job_report.h"
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
+#include "entrypoint/program_exec.h"
 #include "entrypoint/rank_exec.h"
 #include "entrypoint/shared_memory_sweep.h"
 #include "entrypoint/validate_command.h"
@@ -78,6 +79,9 @@ int launch(const std::vector<std::string>& user_command) {
   set_log_fallback(paths.output() / "train.log");
   log_info("train {} starting (pid {})", TRAIN_VERSION, ::getpid());
   if (locked.warning) log_info("warning: {}", *locked.warning);
+  if (set_default_path_if_missing()) {
+    log_info("warning: PATH is not set: the job's processes get {} (Docker's default)", default_search_path_variable);
+  }
   EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;

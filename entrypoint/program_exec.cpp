@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <paths.h>
+#include <string>
 #include <unistd.h>
 
 namespace train {
@@ -21,6 +22,12 @@ bool harmless_control(unsigned char byte) {
 }
 
 }  // namespace
+
+bool set_default_path_if_missing() {
+  const char* path = std::getenv("PATH");
+  if (path != nullptr && *path != '\0') return false;
+  return ::setenv("PATH", std::string(default_search_path_variable).c_str(), 1) == 0;
+}
 
 bool can_be_shell_script(std::string_view first_bytes) {
   first_bytes = first_bytes.substr(0, shell_script_sample_bytes);

@@ -25,6 +25,16 @@ namespace train {
 bool can_be_shell_script(std::string_view first_bytes);
 constexpr size_t shell_script_sample_bytes = 128;  // what dash reads to decide
 
+// Docker's PATH for an image that sets none: what the job's processes get when `train` starts with no PATH (or
+// an empty one). Without it mpirun found neither ssh for its rsh launcher, which it checks even for one host
+// ("plm_rsh_agent: ssh : rsh ... could not be found", exit 243), nor the user's command.
+constexpr std::string_view default_search_path_variable =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Sets this process's PATH to default_search_path_variable when it has none or an empty one, so that every
+// child inherits it; returns whether it did.
+bool set_default_path_if_missing();
+
 class ProgramExec : private NonCopyable {
  public:
   // Prepared before fork (this allocates): `argv`, and the paths argv[0] is tried at, searched in this

@@ -255,9 +255,15 @@ EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentM
   values.entries.emplace_back("training_env", training_env);
 
   EnvironmentMap variables;
-  for (const auto& [key, value] : values.entries) variables["SM_" + python_upper(key)] = encode_environment_value(value);
-  for (const auto& [name, dir] : channel_dirs.items()) variables["SM_CHANNEL_" + python_upper(name)] = dir.get<std::string>();
-  for (const auto& [key, value] : user_hps.entries) variables[hyperparameter_variable_name(key)] = encode_environment_value(value);
+  for (const auto& [key, value] : values.entries) {
+    variables["SM_" + python_upper(key)] = encode_environment_value(value);
+  }
+  for (const auto& [name, dir] : channel_dirs.items()) {
+    variables["SM_CHANNEL_" + python_upper(name)] = dir.get<std::string>();
+  }
+  for (const auto& [key, value] : user_hps.entries) {
+    variables[hyperparameter_variable_name(key)] = encode_environment_value(value);
+  }
   // What else the toolkit sets in its own environment before it starts the user's program.
   variables["CURRENT_HOST"] = job.cluster.current_host;
   variables["SAGEMAKER_JOB_NAME"] = job.platform.job_name;

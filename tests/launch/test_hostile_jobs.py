@@ -25,9 +25,9 @@ from test_faults import SMALL, FaultCase  # noqa: E402
 
 class KilledWriters(FaultCase):
     def test_temporaries_of_a_killed_model_write_are_swept_by_the_restart(self):
-        # A SIGKILL while rank 0 writes the model leaves model.safetensors.tmp-XXXXXX (and, a moment later, model.json's);
-        # the restart that succeeded kept them, and SageMaker would ship them in model.tar.gz. Planted here as the kill
-        # leaves them: the temporary names train's writer makes, with part of a model in one.
+        # A SIGKILL while rank 0 writes the model leaves model.safetensors.tmp-XXXXXX (and, a moment later,
+        # model.json's); the restart that succeeded kept them, and SageMaker would ship them in model.tar.gz. Planted
+        # here as the kill leaves them: the temporary names train's writer makes, with part of a model in one.
         self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
         self.assert_exit_code(self.run_job(), 0)
         model = os.path.join(self.base, "model")
@@ -116,6 +116,29 @@ class ExecutablesThatAreNot(FaultCase):
         # The kernel read the #! line and could not run what it names: a shell script it is not.
         interpreter = self.program("not-an-interpreter", b"\x01\x02\x03\n")
         self.assert_exec_format_error(self.program("script", f"#!{interpreter}\necho hello\n".encode()))
+
+
+class NoPath(FaultCase):
+    def test_a_job_without_path_runs_with_dockers_default(self):
+        # With no PATH at all mpirun found no ssh for its (unused) rsh launcher and ended: exit 243, "plm_rsh_agent:
+        # ssh : rsh ... could not be found". The job's processes get Docker's default PATH, and the log says so.
+        self.job({"processes_per_host": "2"})
+        env = self.environment()
+        del env["PATH"]
+        self.stdout_file = open(self.stdout_path, "wb")
+        self.stderr_file = open(self.stderr_path, "wb")
+        self.addCleanup(self.stdout_file.close)
+        self.addCleanup(self.stderr_file.close)
+        command = ["--", "sh", "-c", 'echo "$PATH" > "$TEST_WORK/path.$OMPI_COMM_WORLD_RANK"']
+        self.process = subprocess.Popen([test_launch.TRAIN] + command, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=self.stdout_file, stderr=self.stderr_file, cwd=self.work)
+        self.assert_exit_code(self.finish(), 0)
+        default = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        for rank in (0, 1):
+            with open(os.path.join(self.work, f"path.{rank}")) as f:
+                self.assertEqual(f.read(), default + "\n")
+        self.assertIn(f"PATH is not set: the job's processes get {default}", self.logs())
+        self.assert_nothing_left()
 
 
 def main():

@@ -154,8 +154,8 @@ class ToolkitOracle(unittest.TestCase):
         ranks, _ = self.run_ranks()
         view = self.toolkit()
         self.assert_rank_sees_the_toolkit(ranks[0], view)
-        for name in ("SM_HP_GRÖSSE", "SM_HP_SS", "SM_HP_FI", "SM_HP_Μ", "SM_HP_Ǆ", "SM_HP_ʼN", "SM_HP_I", "SM_HP_FFIX",
-                     "SM_HP_\u0399\u0308\u0301", "SM_HP_"):
+        for name in ("SM_HP_GRÖSSE", "SM_HP_SS", "SM_HP_FI", "SM_HP_Μ", "SM_HP_Ǆ", "SM_HP_ʼN", "SM_HP_I",
+                     "SM_HP_FFIX", "SM_HP_\u0399\u0308\u0301", "SM_HP_"):
             self.assertIn(name, ranks[0]["environ"])
         self.assertEqual(ranks[0]["argv"][1:3], ["", "10"])
 
@@ -166,7 +166,8 @@ class ToolkitOracle(unittest.TestCase):
         probe = ("from sagemaker_training import environment; import os, subprocess\n"
                  "env = environment.Environment()\n"
                  "try:\n    os.environ.update(env.to_env_vars())\nexcept ValueError as e:\n    print('env:', e)\n"
-                 "try:\n    subprocess.run(['true'] + env.to_cmd_args())\nexcept ValueError as e:\n    print('args:', e)\n")
+                 "try:\n    subprocess.run(['true'] + env.to_cmd_args())\n"
+                 "except ValueError as e:\n    print('args:', e)\n")
         toolkit = subprocess.run([TOOLKIT_PYTHON, "-c", probe], env=self.environment(), cwd=self.work, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=LIMIT)
         self.assertEqual(toolkit.stdout, "env: embedded null byte\nargs: embedded null byte\n", toolkit.stderr)

@@ -82,7 +82,8 @@ TEST_CASE("program exec: /bin/sh (dash) refuses exactly the first lines can_be_s
   for (int byte = 0; byte < 256; ++byte) {
     const std::string content = std::string(1, static_cast<char>(byte)) + "true\n";
     write_program(file, content);
-    const int status = std::system(("cd " + folder.path().string() + " && /bin/sh -c ./program >/dev/null 2>&1").c_str());
+    const std::string command = "cd " + folder.path().string() + " && /bin/sh -c ./program >/dev/null 2>&1";
+    const int status = std::system(command.c_str());
     REQUIRE(WIFEXITED(status));
     const bool dash_refused = WEXITSTATUS(status) == 126;
     if (dash_refused == can_be_shell_script(content)) disagree.push_back(byte);
