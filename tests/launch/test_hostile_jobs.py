@@ -14,13 +14,17 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_launch  # noqa: E402
-from test_faults import SMALL, FaultCase  # noqa: E402
+from test_faults import SMALL, SYNTHETIC, FaultCase  # noqa: E402
+from test_launch import processes_with_token  # noqa: E402
 
 
 class KilledWriters(FaultCase):
@@ -138,6 +142,75 @@ class NoPath(FaultCase):
             with open(os.path.join(self.work, f"path.{rank}")) as f:
                 self.assertEqual(f.read(), default + "\n")
         self.assertIn(f"PATH is not set: the job's processes get {default}", self.logs())
+        self.assert_nothing_left()
+
+
+class KilledMpirun(FaultCase):
+    def test_what_a_killed_mpirun_leaves_is_removed_by_the_next_job(self):
+        # mpirun SIGKILLed while train lives leaves its session folder ($TMPDIR/ompi.HOST.UID/pid.MPIRUN) and the
+        # ranks' shared-memory segments (/dev/shm/vader_segment.HOST.*). In a mount namespace with a /dev/shm of its
+        # own (a holder process keeps it) and a TMPDIR of the test's own; the next job removes both, and nothing of
+        # a live process: a session folder whose mpirun runs, one whose files a process maps.
+        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   "mount -t tmpfs train-test-shm /dev/shm && echo ready && exec sleep 600"],
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.stdout.close)
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        self.assertEqual(holder.stdout.readline().strip(), "ready")
+        shm = f"/proc/{holder.pid}/root/dev/shm"
+        inside = ["nsenter", "-t", str(holder.pid), "-m", "--"]
+        tmp = os.path.join(self.base, "tmp")
+        os.makedirs(tmp)
+        sessions = os.path.join(tmp, f"ompi.{socket.gethostname()}.{os.getuid()}")
+        self.job(SYNTHETIC)
+        self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1", "TMPDIR": tmp})
+        self.wait_for_output("step=2 ")
+        mpirun = [pid for pid, command in processes_with_token(self.token)
+                  if os.path.basename(command.split(" ")[0]) == "mpirun"]
+        self.assertEqual(len(mpirun), 1, processes_with_token(self.token))
+        os.kill(mpirun[0], signal.SIGKILL)
+        self.assertNotEqual(self.finish(60), 0)
+        self.assert_nothing_left()
+        left_sessions = sorted(os.listdir(sessions))
+        self.assertEqual(left_sessions, [f"pid.{mpirun[0]}"])
+        left_segments = sorted(name for name in os.listdir(shm) if name.startswith("vader_segment."))
+        self.assertTrue(left_segments, os.listdir(shm))
+        # What a live job holds: the session folder of a running mpirun (this holder stands in for one: its name is
+        # all that is looked at, with what is mapped), and one whose file a process maps.
+        live = subprocess.Popen(["sh", "-c", "exec -a mpirun sleep 600"])
+        self.addCleanup(live.wait)
+        self.addCleanup(live.kill)
+        os.makedirs(os.path.join(sessions, f"pid.{live.pid}", "0"))
+        mapped = os.path.join(sessions, "pid.999999999", "hwloc.sm")
+        os.makedirs(os.path.dirname(mapped))
+        mapper = subprocess.Popen([sys.executable, "-c", (
+            "import mmap, os, time\n"
+            f"fd = os.open({mapped!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "os.ftruncate(fd, 4096)\n"
+            "m = mmap.mmap(fd, 4096)\n"
+            "print('mapped', flush=True)\n"
+            "time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(mapper.stdout.close)
+        self.addCleanup(mapper.wait)
+        self.addCleanup(mapper.kill)
+        self.assertEqual(mapper.stdout.readline().strip(), "mapped")
+        an_hour_ago = time.time() - 3600
+        for root in (shm, sessions):
+            for folder, names, files in os.walk(root):
+                for name in names + files:
+                    os.utime(os.path.join(folder, name), (an_hour_ago, an_hour_ago))
+        self.job(dict(SYNTHETIC, max_steps="2"))
+        self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1", "TMPDIR": tmp})
+        self.assert_exit_code(self.finish(120), 0)
+        self.assertIn(f"pid.{mpirun[0]}", self.stderr_text(), self.logs())
+        now = os.listdir(shm)
+        for name in left_segments:
+            self.assertNotIn(name, now)
+        self.assertEqual(sorted(os.listdir(sessions)), sorted([f"pid.{live.pid}", "pid.999999999"]))
+        for process in (mapper, live):  # the mapper's command line names the job's folder
+            process.kill()
+            process.wait()
         self.assert_nothing_left()
 
 
