@@ -28,8 +28,9 @@ class JsonTooDeep : public std::runtime_error {
 };
 
 // `callback` (none: keep everything) behind the nesting bound every JSON document train reads from outside
-// has: the config files here, a hyperparameter's value, a safetensors header and the JSON in its metadata. nlohmann's parser itself is not
-// recursive, but copies, dumps and messages of what it builds are: 100,000 levels overflowed the stack.
+// has: the config files here, a hyperparameter's value, a safetensors header and the JSON in its metadata.
+// nlohmann's parser itself is not recursive, but copies, dumps and messages of what it builds are: 100,000
+// levels overflowed the stack.
 template <typename Json>
 typename Json::parser_callback_t json_depth_limited(typename Json::parser_callback_t callback = nullptr) {
   return [callback = std::move(callback)](int depth, nlohmann::json::parse_event_t event, Json& parsed) {

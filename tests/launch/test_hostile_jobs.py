@@ -214,6 +214,21 @@ class KilledMpirun(FaultCase):
         self.assert_nothing_left()
 
 
+class PathsOutOfTheJob(FaultCase):
+    def test_a_checkpoint_local_path_climbing_out_of_opt_ml_is_refused_in_a_relocated_job(self):
+        # It was normalised first (/opt/ml/checkpoints/../../x is /x) and then not mapped into SAGEMAKER_BASE_DIR:
+        # the relocated job wrote its checkpoints to /x on the host.
+        escape = f"/train-escape-{self.token}"
+        self.addCleanup(shutil.rmtree, escape, ignore_errors=True)
+        self.job(dict(SMALL, checkpoint_frequency="1"), {"train": self.folder()})
+        with open(os.path.join(self.base, "input", "config", "checkpointconfig.json"), "w") as f:
+            json.dump({"LocalPath": f"/opt/ml/checkpoints/../..{escape}", "S3Uri": "s3://bucket/checkpoints"}, f)
+        code = self.run_job()
+        self.assert_failed(code, 65, r"^The job description is invalid: ",
+                           f'"LocalPath": "/opt/ml/checkpoints/../..{escape}" leads out of /opt/ml through ".."')
+        self.assertFalse(os.path.exists(escape))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True, help="the train executable to test")
