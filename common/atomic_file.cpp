@@ -115,6 +115,32 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   file.commit();
 }
 
+void make_folders_below(const std::filesystem::path& root, const std::filesystem::path& folder) {
+  const std::filesystem::path relative = folder.lexically_relative(root);
+  if (relative.empty() || *relative.begin() == "..") {
+    throw std::logic_error(fmt::format("make_folders_below: {} is not below {}", folder.string(), root.string()));
+  }
+  std::error_code ignored;
+  std::filesystem::create_directories(root, ignored);  // a failure is said below, for the first folder
+  std::filesystem::path path = root;
+  for (const auto& part : relative) {
+    if (part == ".") continue;
+    path /= part;
+    if (::mkdir(path.c_str(), 0777) == 0) continue;  // narrowed by the umask, as every folder train makes
+    const int made = errno;
+    struct stat status {};
+    if (::lstat(path.c_str(), &status) != 0) throw_file_error("create", path.string(), made);
+    if (S_ISLNK(status.st_mode)) {
+      throw std::runtime_error(fmt::format("{} is a symbolic link (to {}), which train does not follow: its outputs "
+                                           "stay in the job's folders; replace the link with a folder",
+                                           path.string(), std::filesystem::read_symlink(path, ignored).string()));
+    }
+    if (!S_ISDIR(status.st_mode)) {
+      throw std::runtime_error(fmt::format("{} is not a folder; remove it, and train makes the folder", path.string()));
+    }
+  }
+}
+
 void sync_directory(const std::string& directory) {
   int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_file_error("open the directory", directory, errno);

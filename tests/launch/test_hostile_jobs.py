@@ -229,6 +229,24 @@ class PathsOutOfTheJob(FaultCase):
         self.assertFalse(os.path.exists(escape))
 
 
+    def test_a_symlinked_output_data_is_not_followed(self):
+        # metrics.json (and the timeline) went wherever a link in output/data's place pointed, outside the job.
+        outside = os.path.join(self.work, "outside")
+        os.makedirs(outside)
+        os.makedirs(os.path.join(self.base, "output"))
+        os.symlink(outside, os.path.join(self.base, "output", "data"))
+        self.job(dict(SMALL, timeline_steps="2"), {"train": self.folder()})
+        self.assert_exit_code(self.run_job(), 0)
+        self.assertEqual(os.listdir(outside), [], self.logs())
+        data = os.path.join(self.base, "output", "data")
+        self.assertIn(f"warning: cannot write {data}/metrics.json: {data} is a symbolic link (to {outside}), which "
+                      "train does not follow: its outputs stay in the job's folders; replace the link with a folder",
+                      self.logs())
+        self.assertIn(f"timeline: could not write {data}/timeline/", self.logs())
+        self.assertTrue(os.path.exists(self.output_path("success")))
+        self.assert_nothing_left()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True, help="the train executable to test")
