@@ -19,6 +19,9 @@ namespace train {
 namespace {
 
 constexpr std::string_view temporary_suffix = ".tmp-";
+// The six characters create_unique_file draws after a prefix.
+constexpr std::string_view unique_letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+constexpr size_t unique_length = 6;
 
 std::string directory_of(const std::string& path) {
   std::string parent = std::filesystem::path(path).parent_path().string();
@@ -37,12 +40,11 @@ int open_file_for_appending(const std::string& path, mode_t mode) {
 }
 
 int create_unique_file(const std::string& prefix, std::string& path, mode_t mode) {
-  static constexpr char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   for (int attempt = 0; attempt < 100; ++attempt) {
-    unsigned char random[6];
+    unsigned char random[unique_length];
     if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) return -1;
     path = prefix;
-    for (unsigned char byte : random) path += letters[byte % (sizeof letters - 1)];
+    for (unsigned char byte : random) path += unique_letters[byte % unique_letters.size()];
     const int fd = create_new_file(path, mode);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
@@ -113,6 +115,32 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   file.commit();
 }
 
+void make_folders_below(const std::filesystem::path& root, const std::filesystem::path& folder) {
+  const std::filesystem::path relative = folder.lexically_relative(root);
+  if (relative.empty() || *relative.begin() == "..") {
+    throw std::logic_error(fmt::format("make_folders_below: {} is not below {}", folder.string(), root.string()));
+  }
+  std::error_code ignored;
+  std::filesystem::create_directories(root, ignored);  // a failure is said below, for the first folder
+  std::filesystem::path path = root;
+  for (const auto& part : relative) {
+    if (part == ".") continue;
+    path /= part;
+    if (::mkdir(path.c_str(), 0777) == 0) continue;  // narrowed by the umask, as every folder train makes
+    const int made = errno;
+    struct stat status {};
+    if (::lstat(path.c_str(), &status) != 0) throw_file_error("create", path.string(), made);
+    if (S_ISLNK(status.st_mode)) {
+      throw std::runtime_error(fmt::format("{} is a symbolic link (to {}), which train does not follow: its outputs "
+                                           "stay in the job's folders; replace the link with a folder",
+                                           path.string(), std::filesystem::read_symlink(path, ignored).string()));
+    }
+    if (!S_ISDIR(status.st_mode)) {
+      throw std::runtime_error(fmt::format("{} is not a folder; remove it, and train makes the folder", path.string()));
+    }
+  }
+}
+
 void sync_directory(const std::string& directory) {
   int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_file_error("open the directory", directory, errno);
@@ -131,8 +159,11 @@ int remove_stale_temporaries(const std::string& path) {
   std::error_code error;
   for (std::filesystem::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
-    // mkstemp's six characters, nothing more: "model.json.tmp-aB3xYz" but not "model.json.tmp-keep.txt".
-    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0) {
+    // create_unique_file's six letters and digits, nothing more: "model.json.tmp-aB3xYz" but not
+    // "model.json.tmp-keep.txt" or "model.json.tmp-a.b-cd": only names this code makes.
+    const bool ours = name.size() == prefix.size() + unique_length && name.compare(0, prefix.size(), prefix) == 0 &&
+                      name.find_first_not_of(unique_letters, prefix.size()) == std::string::npos;
+    if (ours) {
       std::error_code ignored;
       if (std::filesystem::remove(it->path(), ignored)) ++removed;
     }

@@ -9,6 +9,7 @@
 #include "common/non_copyable.h"
 
 #include <cstddef>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -62,6 +63,12 @@ class AtomicFile : private NonCopyable {
 
 // Writes `content` to `path` as one AtomicFile.
 void write_file_atomically(const std::string& path, std::string_view content);
+
+// Makes `folder`, and each folder between `root` and it, when missing; a symbolic link (or anything but a
+// folder) in the place of any of them is refused, not followed: std::runtime_error "FOLDER is a symbolic link
+// (to TARGET), which train does not follow: ...". `root` itself is taken as it is (made when missing). What train writes below
+// the job's output/ stays there (a link planted at output/data put metrics.json wherever it pointed).
+void make_folders_below(const std::filesystem::path& root, const std::filesystem::path& folder);
 
 // Flushes a directory's entries (after a rename or unlink in it). Throws std::runtime_error on failure.
 void sync_directory(const std::string& directory);

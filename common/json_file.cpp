@@ -74,10 +74,10 @@ std::string describe_parse_error(const std::string& what) {
   return message;
 }
 
-// Thrown from the parser's callback to stop at the first level deeper than max_json_depth.
-struct TooDeep {};
-
 }  // namespace
+
+JsonTooDeep::JsonTooDeep()
+    : std::runtime_error(fmt::format("it nests lists and objects more than {} levels deep", max_json_depth)) {}
 
 std::string describe_json_value(const nlohmann::json& value) {
   if (value.is_null()) return "null";
@@ -110,9 +110,8 @@ std::string cut_utf8(std::string_view text, size_t max_bytes) {
 nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
   std::vector<std::set<std::string>> keys_per_object;
   std::string duplicate_key;
-  auto watch_duplicates = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  auto watch_duplicates = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using event_t = nlohmann::json::parse_event_t;
-    if ((event == event_t::object_start || event == event_t::array_start) && depth >= max_json_depth) throw TooDeep{};
     if (event == event_t::object_start) {
       keys_per_object.emplace_back();
     } else if (event == event_t::object_end) {
@@ -125,11 +124,11 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
   };
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(text.begin(), text.end(), watch_duplicates);
+    document = nlohmann::json::parse(text.begin(), text.end(), json_depth_limited<nlohmann::json>(watch_duplicates));
   } catch (const nlohmann::json::exception& error) {
     throw ConfigError(fmt::format("{}: not valid JSON ({}); fix the file so that it is one UTF-8 JSON object",
                                   source, describe_parse_error(error.what())));
-  } catch (const TooDeep&) {
+  } catch (const JsonTooDeep&) {
     throw ConfigError(fmt::format("{}: expected at most {} levels of nested lists and objects, found more; a job "
                                   "description file needs only a few, so fix the file",
                                   source, max_json_depth));

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <stdexcept>
+#include <utility>
 #include <string>
 #include <string_view>
 
@@ -13,9 +15,32 @@ namespace train {
 // Larger than any config SageMaker writes (hyperparameters are capped at 100 keys of 2,500 characters).
 constexpr size_t max_config_file_bytes = 4 * 1024 * 1024;
 
-// Deeper than any config needs (resourceconfig.json nests 4 levels). Bounding it keeps the recursive
-// copies and dumps of a parsed document from overflowing the stack on a crafted file.
+// Deeper than any config needs (resourceconfig.json nests 4 levels; a safetensors header 3). Bounding it keeps
+// the recursive copies and dumps of a parsed document from overflowing the stack on a crafted file.
 constexpr int max_json_depth = 64;
+
+// Thrown from inside nlohmann's parser by a callback of json_depth_limited(), at the first list or object
+// nested deeper than max_json_depth: "it nests lists and objects more than 64 levels deep"; the caller says
+// what it was parsing.
+class JsonTooDeep : public std::runtime_error {
+ public:
+  JsonTooDeep();
+};
+
+// `callback` (none: keep everything) behind the nesting bound every JSON document train reads from outside
+// has: the config files here, a hyperparameter's value, a safetensors header and the JSON in its metadata.
+// nlohmann's parser itself is not recursive, but copies, dumps and messages of what it builds are: 100,000
+// levels overflowed the stack.
+template <typename Json>
+typename Json::parser_callback_t json_depth_limited(typename Json::parser_callback_t callback = nullptr) {
+  return [callback = std::move(callback)](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
+    using event_t = nlohmann::json::parse_event_t;
+    if ((event == event_t::object_start || event == event_t::array_start) && depth >= max_json_depth) {
+      throw JsonTooDeep{};
+    }
+    return callback ? callback(depth, event, parsed) : true;
+  };
+}
 
 // Parses `text` as JSON. `source` names it in error messages (usually the file's path).
 // Throws ConfigError on malformed JSON, invalid UTF-8, a duplicate key or nesting deeper than max_json_depth.

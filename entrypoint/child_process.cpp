@@ -1,5 +1,7 @@
 #include "entrypoint/child_process.h"
 
+#include "entrypoint/program_exec.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -58,10 +60,7 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const Environment
   std::vector<char*> envp;
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  std::vector<char*> args;
-  for (auto& entry : argv_copy) args.push_back(entry.data());
-  args.push_back(nullptr);
+  ProgramExec program(argv);  // execvpe's search, without running binaries through /bin/sh
 
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -87,8 +86,7 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const Environment
       ::dup2(out_pipe[1], STDOUT_FILENO);
       ::dup2(err_pipe[1], STDERR_FILENO);
     }
-    ::execvpe(args[0], args.data(), envp.data());
-    int error = errno;
+    int error = program.exec(envp.data());
     ssize_t ignored = ::write(exec_status_pipe[1], &error, sizeof error);
     (void)ignored;
     ::_exit(127);

@@ -7,6 +7,7 @@
 #include "entrypoint/launcher.h"
 #include "entrypoint/multi_host_launch.h"
 #include "entrypoint/resource_limits.h"
+#include "entrypoint/program_exec.h"
 #include "entrypoint/rank_exec.h"
 #include "entrypoint/shared_memory_sweep.h"
 #include "entrypoint/validate_command.h"
@@ -80,6 +81,9 @@ int launch(const std::vector<std::string>& user_command) {
   if (locked.warning) log_info("warning: {}", *locked.warning);
   // Before anything can fail: an earlier run's failure file is moved aside, never taken for this run's reason.
   start_job_report(paths);
+  if (set_default_path_if_missing()) {
+    log_info("warning: PATH is not set: the job's processes get {} (Docker's default)", default_search_path_variable);
+  }
   EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;

@@ -15,6 +15,11 @@
 
 namespace train {
 
+// mpirun's exit code when it loses the daemon of another host ("ORTE has lost communication with a remote
+// daemon": that host died, or the network to it or its daemon failed) before a rank reported a failure: Open
+// MPI's ORTE_ERR_COMM_FAILURE, -51, as an exit status. Not 128 + a signal, though it reads like one.
+constexpr int mpirun_lost_daemon_exit_code = 205;
+
 struct RankFailure {
   int rank = -1;
   std::optional<int> exit_code;
@@ -35,8 +40,11 @@ class MpirunMessages {
 
   // The first rank mpirun reported as failed, else the first rank that reported its own failure.
   std::optional<RankFailure> first_failure() const { return failure_ ? failure_ : first_rank_report_; }
-  // mpirun's own explanation when it failed before or outside the ranks (the first substantive lines).
+  // mpirun's own explanation when it failed before or outside the ranks (the first substantive lines); when it
+  // lost another host's daemon, a sentence naming that host comes first.
   const std::vector<std::string>& own_error_lines() const { return own_lines_; }
+  // The host whose daemon mpirun lost ("Remote daemon: ... on node HOST"), empty when it lost none.
+  const std::string& lost_daemon_host() const { return lost_daemon_host_; }
   // What mpirun refused in its own command line (an option or policy it does not know, a word it took for
   // the program to run), in words: "mpirun does not know the option \"--bogus\"". Empty when none.
   const std::string& usage_error() const { return usage_error_; }
@@ -49,6 +57,8 @@ class MpirunMessages {
   std::vector<std::string> own_lines_;
   std::string pending_usage_;  // a usage message whose subject ("Policy:", "Executable:") comes on a later line
   std::string usage_error_;
+  bool daemon_lost_ = false;
+  std::string lost_daemon_host_;
 };
 
 // "[train] rank 1: command `python3` exited with code 3" / "... was killed by signal 9 (SIGKILL)": what

@@ -18,31 +18,25 @@ nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw) {
   if (!raw.is_string()) return raw;
   const auto& text = raw.get_ref<const std::string&>();
   // A value nested deeper than any file may be stays a string: its copies and dumps would recurse too deep.
-  struct TooDeep {};
-  auto bound_depth = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    using event_t = nlohmann::json::parse_event_t;
-    if ((event == event_t::object_start || event == event_t::array_start) && depth >= max_json_depth) throw TooDeep{};
-    return true;
-  };
   try {
-    nlohmann::json parsed = nlohmann::json::parse(text, bound_depth, /*allow_exceptions=*/false);
+    nlohmann::json parsed =
+        nlohmann::json::parse(text, json_depth_limited<nlohmann::json>(), /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return raw;
     return parsed;
-  } catch (const TooDeep&) {
+  } catch (const JsonTooDeep&) {
     return raw;
   }
 }
 
-namespace {
-
-// A key as it can be shown between backticks: JSON escapes for control characters, cut to a readable length.
-std::string printable_key(const std::string& key) {
+std::string hyperparameter_key_for_message(const std::string& key) {
   constexpr size_t max_shown = 60;
   std::string dumped = nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   dumped = dumped.substr(1, dumped.size() - 2);
   if (dumped.size() > max_shown) dumped = cut_utf8(dumped, max_shown) + fmt::format("... ({} characters)", key.size());
   return dumped;
 }
+
+namespace {
 
 std::optional<int64_t> as_integer(const nlohmann::json& value) {
   if (value.is_number_integer()) return value.get<int64_t>();
@@ -257,7 +251,7 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
     if (spec == nullptr) {
       problems.add(fmt::format("hyperparameter `{}` is not known; did you mean `{}`? (`train hyperparameters` lists "
                                "them all)",
-                               printable_key(key),
+                               hyperparameter_key_for_message(key),
                                // Real names are short; comparing a huge key in full would only cost time.
                                nearest_name(std::string_view(key).substr(0, 64), known_names)));
       continue;

@@ -77,6 +77,10 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
 // A missing file means "all defaults" (local runs, AWS Batch).
 Hyperparameters read_hyperparameters(const std::filesystem::path& path, Workload workload = Workload::train_resnet);
 
+// A key as a message shows it between backticks: JSON escapes for control characters (a NUL as \u0000), cut
+// to a readable length.
+std::string hyperparameter_key_for_message(const std::string& key);
+
 // The toolkit's decoding of one value: a string that parses as JSON becomes that JSON; anything else stays.
 nlohmann::json decode_hyperparameter_value(const nlohmann::json& raw);
 

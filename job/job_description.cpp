@@ -218,6 +218,8 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
     if (workload == Workload::train_resnet) {
       check_training_requirements(job, input_ok, problems);
       collect(problems, [&] { job.timeline = timeline_steps(job.hyperparameters, environment); });
+    } else {
+      for (auto& problem : what_no_command_can_carry(job, environment)) problems.add(std::move(problem));
     }
   }
 

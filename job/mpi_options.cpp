@@ -62,6 +62,11 @@ std::vector<std::string> split_shell_words(const std::string& line, const std::s
 }
 
 CustomMpiOptions parse_custom_mpi_options(const std::string& text, const std::string& what) {
+  if (text.find('\0') != std::string::npos) {
+    // mpirun's arguments would be cut there, as would the toolkit's.
+    throw ConfigError(fmt::format("{}: {} holds a NUL character, which no command-line argument can carry; remove it",
+                                  what, quote_json_for_message(nlohmann::json(text))));
+  }
   const std::vector<std::string> words = split_shell_words(text, what);
   CustomMpiOptions options;
   bool options_ended = false;  // argparse reads nothing after a bare "--" as an option

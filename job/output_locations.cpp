@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace train {
 
 namespace {
@@ -25,9 +27,21 @@ std::filesystem::path local_path(const std::filesystem::path& file, const JobPat
                                   file.string(), (sagemaker_base / fallback.lexically_relative(paths.base)).string(),
                                   describe_json_value(*it)));
   }
-  std::filesystem::path path = std::filesystem::path(it->get<std::string>()).lexically_normal();
+  const std::filesystem::path given(it->get<std::string>());
+  std::filesystem::path path = given.lexically_normal();
   auto relative = path.lexically_relative(sagemaker_base);
-  if (paths.base != sagemaker_base && !relative.empty() && *relative.begin() != "..") return paths.base / relative;
+  const bool under_sagemaker_base = !relative.empty() && *relative.begin() != "..";
+  if (paths.base == sagemaker_base) return path;
+  if (under_sagemaker_base) return paths.base / relative;
+  // A relocated job maps /opt/ml into its own folder. A path that starts there and climbs out through ".."
+  // would leave that folder (normalised first, /opt/ml/checkpoints/../../x became /x): say so rather than guess.
+  if (std::mismatch(sagemaker_base.begin(), sagemaker_base.end(), given.begin(), given.end()).first ==
+      sagemaker_base.end()) {
+    throw ConfigError(fmt::format("{}: \"LocalPath\": \"{}\" leads out of /opt/ml through \"..\", and this job's "
+                                  "/opt/ml is {} (SAGEMAKER_BASE_DIR): name a folder under /opt/ml, or another folder "
+                                  "without \"..\"",
+                                  file.string(), given.string(), paths.base.string()));
+  }
   return path;
 }
 

@@ -17,7 +17,8 @@ struct OutputLocations {
 
 // The defaults, or each file's LocalPath. A LocalPath under /opt/ml follows SAGEMAKER_BASE_DIR (paths.base)
 // as every other /opt/ml path does. Throws ConfigError for a file that is not JSON or whose LocalPath is not
-// an absolute path.
+// an absolute path, and, in a job so relocated, for a LocalPath written under /opt/ml that climbs out of it
+// through ".." (it would lead out of the job's folder).
 OutputLocations read_output_locations(const JobPaths& paths);
 
 }  // namespace train

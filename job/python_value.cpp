@@ -320,6 +320,14 @@ constexpr CodeRange unprintable_ranges[] = {
 #include "job/python_unprintable.inc"
 };
 
+struct UpperMapping {
+  uint32_t code;
+  uint32_t upper[3];  // one to three code points, then zeros
+};
+constexpr UpperMapping upper_mappings[] = {
+#include "job/python_upper.inc"
+};
+
 // Python's str.isprintable() of one character.
 bool is_printable(uint32_t code) {
   if (code < 0x80) return code >= 0x20 && code != 0x7F;
@@ -468,6 +476,23 @@ std::string python_float_repr(double value) {
   if (point <= 0) return sign + "0." + std::string(static_cast<size_t>(-point), '0') + digits;
   if (point >= count) return sign + digits + std::string(static_cast<size_t>(point - count), '0') + ".0";
   return sign + digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
+}
+
+std::string python_upper(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (uint32_t code : code_points(text)) {
+    auto found = std::lower_bound(std::begin(upper_mappings), std::end(upper_mappings), code,
+                                  [](const UpperMapping& mapping, uint32_t value) { return mapping.code < value; });
+    if (found == std::end(upper_mappings) || found->code != code) {
+      append_utf8(out, code);
+      continue;
+    }
+    for (uint32_t upper : found->upper) {
+      if (upper != 0) append_utf8(out, upper);
+    }
+  }
+  return out;
 }
 
 std::string python_repr(const PythonValue& value) {

@@ -66,6 +66,11 @@ PythonValue python_value_from_json(const nlohmann::json& value);
 std::string python_repr(const PythonValue& value);
 std::string python_str(const PythonValue& value);
 
+// Python's str.upper() of UTF-8 text: Unicode's full case mapping, one character at a time ("größe" ->
+// "GRÖSSE", "ﬁ" -> "FI", "ı" -> "I"), from the table scripts/generate_python_upper.py writes with Python itself.
+// The toolkit's SM_ names are "SM_" + name.upper().
+std::string python_upper(std::string_view text);
+
 // repr() of a float: the shortest digits that round-trip, in scientific notation when the decimal exponent
 // is below -4 or at least 16 (1e-05, 1e+16), else positional with at least one decimal (0.0001, 1e15 as
 // 1000000000000000.0); nan, inf, -inf.

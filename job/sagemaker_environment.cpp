@@ -1,12 +1,13 @@
 #include "job/sagemaker_environment.h"
 
+#include "common/json_file.h"
 #include "job/platform_keys.h"
 #include "job/training_hosts.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
+#include <set>
 
 namespace train {
 
@@ -18,10 +19,9 @@ std::string encode_environment_value(const PythonValue& value) {
 
 namespace {
 
-std::string upper(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
-  return text;
-}
+// The toolkit's variable for a user hyperparameter: "SM_" + ("hp_" + key).upper(), with Python's upper()
+// ("größe" gives SM_HP_GRÖSSE).
+std::string hyperparameter_variable_name(const std::string& key) { return "SM_HP_" + python_upper(key); }
 
 // The toolkit's command-line form of one hyperparameter value (its mapping.to_cmd_args): None becomes "",
 // a dict "k=v,k2=v2" in sorted key order, anything else Python's str().
@@ -63,12 +63,52 @@ PythonValue user_hyperparameters(const JobDescription& job) {
 std::vector<std::string> user_command_arguments(const JobDescription& job) {
   std::vector<std::string> arguments;
   for (const auto& [key, value] : sorted_entries(user_hyperparameters(job))) {
-    // The toolkit's arg_name: "--" before a name of more than one character (Python's, not UTF-8's bytes).
+    // The toolkit's arg_name: "--" before a name of more than one character (Python's, not UTF-8's bytes),
+    // "-" before one of one, and the empty name as it is: an empty argument.
     const auto characters = std::count_if(key.begin(), key.end(), [](char c) { return (c & 0xC0) != 0x80; });
-    arguments.push_back((characters > 1 ? "--" : "-") + key);
+    arguments.push_back(characters == 0 ? "" : (characters > 1 ? "--" : "-") + key);
     arguments.push_back(command_line_value(value));
   }
   return arguments;
+}
+
+std::vector<std::string> what_no_command_can_carry(const JobDescription& job, const EnvironmentMap& environment) {
+  auto holds_nul = [](std::string_view text) { return text.find('\0') != std::string_view::npos; };
+  const std::string source = job.paths.hyperparameters().string();
+  std::vector<std::string> problems;
+  std::set<std::string> user_variables;
+  for (const auto& [key, value] : sorted_entries(user_hyperparameters(job))) {
+    const std::string variable = hyperparameter_variable_name(key);
+    user_variables.insert(variable);
+    const std::string shown = hyperparameter_key_for_message(key);
+    if (holds_nul(key)) {
+      problems.push_back(fmt::format("{}: hyperparameter `{}`: its name holds a NUL character, which no command-line "
+                                     "argument or environment variable can carry (it would be cut there; the toolkit "
+                                     "cannot pass it either); rename it",
+                                     source, shown));
+      continue;
+    }
+    std::vector<std::string> cut;
+    if (holds_nul(command_line_value(value))) cut.push_back("its argument");
+    if (holds_nul(encode_environment_value(value))) cut.push_back(variable);
+    if (cut.empty()) continue;
+    const auto decoded = job.hyperparameters.decoded().find(key);
+    const std::string value_text =
+        decoded != job.hyperparameters.decoded().end() ? quote_json_for_message(*decoded) : python_repr(value);
+    problems.push_back(fmt::format("{}: hyperparameter `{}`: its value {} holds a NUL character, which {} cannot carry "
+                                   "({} would be cut there; the toolkit cannot pass it either); remove it, or pass "
+                                   "the value in a file",
+                                   source, shown, value_text, fmt::join(cut, " and "), cut.size() > 1 ? "they" : "it"));
+  }
+  for (const auto& [name, value] : sagemaker_variables(job, environment)) {
+    if (user_variables.count(name) == 0 && holds_nul(value)) {
+      problems.push_back(fmt::format("{}: the hyperparameters make {} hold a NUL character, which no environment "
+                                     "variable can carry (the toolkit cannot pass it either); remove it from the "
+                                     "sagemaker_* hyperparameter that sets it",
+                                     source, name));
+    }
+  }
+  return problems;
 }
 
 int neuron_cores(const std::string& instance_type) {
@@ -215,9 +255,15 @@ EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentM
   values.entries.emplace_back("training_env", training_env);
 
   EnvironmentMap variables;
-  for (const auto& [key, value] : values.entries) variables["SM_" + upper(key)] = encode_environment_value(value);
-  for (const auto& [name, dir] : channel_dirs.items()) variables["SM_CHANNEL_" + upper(name)] = dir.get<std::string>();
-  for (const auto& [key, value] : user_hps.entries) variables["SM_HP_" + upper(key)] = encode_environment_value(value);
+  for (const auto& [key, value] : values.entries) {
+    variables["SM_" + python_upper(key)] = encode_environment_value(value);
+  }
+  for (const auto& [name, dir] : channel_dirs.items()) {
+    variables["SM_CHANNEL_" + python_upper(name)] = dir.get<std::string>();
+  }
+  for (const auto& [key, value] : user_hps.entries) {
+    variables[hyperparameter_variable_name(key)] = encode_environment_value(value);
+  }
   // What else the toolkit sets in its own environment before it starts the user's program.
   variables["CURRENT_HOST"] = job.cluster.current_host;
   variables["SAGEMAKER_JOB_NAME"] = job.platform.job_name;

@@ -1,7 +1,7 @@
 // The SM_* variables the SageMaker training toolkit exports to what it runs, with the same names and
-// encodings (names upper-cased, hyphens kept; strings as they are, everything else compact sorted
-// ASCII JSON). Each rank computes them from its own host's job description, so every rank sees its own
-// host's values (the toolkit exported the master's to all).
+// encodings (names upper-cased as Python's str.upper() does, hyphens kept; strings as they are, everything
+// else compact sorted ASCII JSON). Each rank computes them from its own host's job description, so every
+// rank sees its own host's values (the toolkit exported the master's to all).
 #pragma once
 
 #include "common/environment_map.h"
@@ -29,6 +29,13 @@ PythonValue user_hyperparameters(const JobDescription& job);
 // value` for each user hyperparameter in sorted order (`-k` for a one-letter key), values as Python's str()
 // writes them, a dict as "k=v,k2=v2".
 std::vector<std::string> user_command_arguments(const JobDescription& job);
+
+// What the toolkit's command line and environment cannot carry, one problem per hyperparameter (or variable),
+// naming it: a user hyperparameter whose name, argument or SM_HP_ value holds a NUL character, and any other
+// SM_* value that would (C strings end at a NUL: the argument and SM_HP_X were cut there while SM_HPS kept it,
+// and a key "a\u0000b" became --a; the toolkit's Python refuses them: "embedded null byte"). Inside a list or
+// a dict's JSON a NUL is escaped, and passes. Empty when everything can be passed as it is.
+std::vector<std::string> what_no_command_can_carry(const JobDescription& job, const EnvironmentMap& environment = {});
 
 // NeuronCores on this host as the toolkit counts them for SM_NUM_NEURONS: 64 on a trn2.48xlarge. (The
 // toolkit asks `neuron-ls` elsewhere; this image has no Neuron tools, so any other host counts 0.)

@@ -59,10 +59,9 @@ nlohmann::json MetricsSummary::to_json(const std::string& status, int64_t step, 
   return {{"job", job_}, {"final", final_figures}, {"epochs", epochs_}};
 }
 
-void MetricsSummary::write(const std::filesystem::path& path, const std::string& status, int64_t step,
-                           double wall_seconds) const {
-  std::error_code ignored;
-  std::filesystem::create_directories(path.parent_path(), ignored);
+void MetricsSummary::write(const std::filesystem::path& root, const std::filesystem::path& path,
+                           const std::string& status, int64_t step, double wall_seconds) const {
+  make_folders_below(root, path.parent_path());
   write_file_atomically(path.string(), to_json(status, step, wall_seconds).dump(2) + "\n");
 }
 

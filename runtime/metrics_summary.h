@@ -42,8 +42,11 @@ class MetricsSummary {
                  bool complete);
   // The whole document; `status` says how training ended so far ("training", "finished", "stopped").
   nlohmann::json to_json(const std::string& status, int64_t step, double wall_seconds) const;
-  // to_json written to `path` atomically. Throws std::runtime_error on a write error.
-  void write(const std::filesystem::path& path, const std::string& status, int64_t step, double wall_seconds) const;
+  // to_json written to `path` atomically, its folder made below `root` (the job's output/) without following a
+  // symbolic link (common/atomic_file.h's make_folders_below). Throws std::runtime_error on a write error and
+  // for such a link.
+  void write(const std::filesystem::path& root, const std::filesystem::path& path, const std::string& status,
+             int64_t step, double wall_seconds) const;
 
  private:
   int64_t completed_epochs() const;

@@ -82,7 +82,8 @@ void Trainer::flush_tensorboard() {
 void Trainer::write_summary(const std::string& status) {
   if (identity_.rank != 0 || !summary_) return;
   try {
-    summary_->write(settings_.metrics_file, status, step_, std::chrono::duration<double>(clock::now() - start_).count());
+    summary_->write(settings_.output_dir, settings_.metrics_file, status, step_,
+                    std::chrono::duration<double>(clock::now() - start_).count());
   } catch (const std::runtime_error& error) {
     log_info("warning: cannot write {}: {}", settings_.metrics_file.string(), error.what());
   }

@@ -112,6 +112,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.model_dir = job.paths.model();
   settings.checkpoint_dir = job.outputs.checkpoints;  // checkpointconfig.json may move it
   settings.tensorboard_dir = job.outputs.tensorboard;
+  settings.output_dir = job.paths.output();
   settings.metrics_file = job.paths.output_data() / "metrics.json";
   settings.timeline = job.timeline;
   settings.timeline_dir = job.paths.output_data() / "timeline";

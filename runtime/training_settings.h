@@ -71,6 +71,7 @@ struct TrainingSettings {
   bool pipe_unwrap_recordio = false;  // RecordWrapperType=RecordIO
   std::filesystem::path model_dir, checkpoint_dir;
   std::filesystem::path tensorboard_dir;  // TensorBoard event files (rank 0)
+  std::filesystem::path output_dir;       // output/: what train writes below it is never written through a link
   std::filesystem::path metrics_file;     // metrics.json (rank 0)
   // timeline_steps or TRAIN_TIMELINE: the steps every rank records as a trace into timeline_dir.
   std::optional<StepRange> timeline;

@@ -2,6 +2,7 @@
 
 #include "common/atomic_file.h"
 #include "common/environment_error.h"
+#include "common/json_file.h"
 #include "runtime/model_io/tensor_checksums.h"
 
 #include <fmt/format.h>
@@ -39,7 +40,8 @@ nlohmann::json state_json(const CheckpointState& state) {
 CheckpointState parse_state(const std::string& text, const std::string& source) {
   CheckpointState state;
   try {
-    auto json = nlohmann::json::parse(text);
+    // Bounded as the header is (a JsonTooDeep says so): the identity below is copied and dumped recursively.
+    auto json = nlohmann::json::parse(text, json_depth_limited<nlohmann::json>());
     state.step = json.at("step").get<int64_t>();
     state.epoch = json.at("epoch").get<int64_t>();
     state.step_in_epoch = json.at("step_in_epoch").get<int64_t>();

@@ -60,6 +60,11 @@ void write_model_files(const std::filesystem::path& directory, const std::vector
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) throw_file_error("create the model directory", directory.string(), error.value());
+  // What a writer killed mid-file left (SageMaker would ship it in model.tar.gz), as write_checkpoint sweeps
+  // checkpoints/: only these two files' own temporary names, never anything else of the folder's.
+  for (std::string_view name : {model_weights_file_name, model_description_file_name}) {
+    remove_stale_temporaries((directory / name).string());
+  }
   // "format": "pt" is what Hugging Face's loaders look for to treat the file as PyTorch's; the checksums
   // let a `model` channel that is given this file back find damage.
   Metadata metadata = with_tensor_checksums(tensors, {{"format", "pt"}, {"arch", description.arch()},

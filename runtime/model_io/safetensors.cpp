@@ -1,6 +1,7 @@
 #include "runtime/model_io/safetensors.h"
 
 #include "common/atomic_file.h"
+#include "common/json_file.h"
 #include "common/non_copyable.h"
 #include "common/regular_file.h"
 #include "runtime/model_io/tensor_checksums.h"
@@ -161,7 +162,8 @@ void check_file_size(uint64_t file_size, std::string_view source) {
 }
 
 // Parses the JSON, refusing duplicate keys in the top-level object and in each entry (nlohmann keeps
-// the last of duplicates silently; here a second "conv1.weight" must not quietly win).
+// the last of duplicates silently; here a second "conv1.weight" must not quietly win) and nesting deeper
+// than the config files may (common/json_file.h).
 ordered_json parse_json(std::string_view text, std::string_view source) {
   struct Frame {
     bool is_object;
@@ -213,7 +215,12 @@ ordered_json parse_json(std::string_view text, std::string_view source) {
   }
   ordered_json header;
   try {
-    header = ordered_json::parse(text.begin(), text.end(), callback);
+    header = ordered_json::parse(text.begin(), text.end(), json_depth_limited<ordered_json>(callback));
+  } catch (const JsonTooDeep& error) {
+    // Before anything of it is quoted in a message: dumping 100,000 levels overflowed the stack.
+    fail(source, fmt::format("header is not a safetensors header: {} (a tensor's entry needs 3): the file is "
+                             "damaged, or not a safetensors file",
+                             error.what()));
   } catch (const nlohmann::json::parse_error& error) {
     // Drop the "[json.exception.parse_error.101] " tag; keep the position and reason.
     std::string reason = error.what();

@@ -1,5 +1,7 @@
 #include "runtime/model_io/tensor_checksums.h"
 
+#include "common/json_file.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <zlib.h>
@@ -45,8 +47,10 @@ void verify_tensor_checksums(const SafetensorsFile& file, std::string_view sourc
   if (stored == file.metadata.end()) return;
   nlohmann::json sums;
   try {
-    sums = nlohmann::json::parse(stored->second);
+    sums = nlohmann::json::parse(stored->second, json_depth_limited<nlohmann::json>());
   } catch (const nlohmann::json::exception&) {
+    sums = nullptr;
+  } catch (const JsonTooDeep&) {
     sums = nullptr;
   }
   if (!sums.is_object()) {

@@ -69,6 +69,7 @@ double milliseconds(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 Timeline::Timeline(const TrainingSettings& settings, const RankIdentity& identity, MPI_Comm comm,
                    std::chrono::milliseconds timeout)
     : directory_(settings.timeline_dir),
+      output_dir_(settings.output_dir),
       host_(settings.host),
       identity_(identity),
       comm_(comm),
@@ -176,7 +177,7 @@ std::vector<TraceEvent> Timeline::loader_events() {
 
 void Timeline::write(const std::string& path, const std::string& content) const {
   try {
-    std::filesystem::create_directories(directory_);
+    make_folders_below(output_dir_, directory_);  // never through a link planted at output/data
     write_file_atomically(path, content);
   } catch (const std::exception& error) {
     log_info("warning: rank {}: timeline: could not write {}: {}", identity_.rank, path, error.what());

@@ -75,6 +75,7 @@ class Timeline : private NonCopyable {
   void write(const std::string& path, const std::string& content) const;
 
   std::filesystem::path directory_;
+  std::filesystem::path output_dir_;  // the job's output/: no link below it is followed
   std::string host_;
   RankIdentity identity_;
   MPI_Comm comm_;

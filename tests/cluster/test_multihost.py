@@ -451,6 +451,26 @@ class MultiHostTest(unittest.TestCase):
             print(f"workers ended {took:.1f} s after the master was killed", flush=True)
             self.assert_nothing_left(cluster)
 
+    def test_worker_host_dies(self):
+        # Every process of a worker killed at once, as when its host dies: mpirun loses that host's daemon and
+        # exits with 205 (Open MPI's ORTE_ERR_COMM_FAILURE, -51) before any rank reports a failure; it read like
+        # 128 + a signal and was not documented (issue 31). The failure file says which host, in words.
+        with self.cluster() as cluster:
+            job = self.start_training(cluster)
+            for pid in cluster.pids("algo-2"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            codes = job.wait(timeout=120)
+            self.assertEqual(codes["algo-1"], 205, job.describe())
+            self.assertEqual(codes["algo-2"], -signal.SIGKILL)
+            self.assertEqual(codes["algo-3"], 0, job.describe())
+            lines = failure_text(cluster, "algo-1").splitlines()
+            self.assertEqual(lines[0], "mpirun exited with code 205 before any rank reported a failure.", lines)
+            self.assertTrue(lines[1].startswith("mpirun lost its daemon on host algo-2: that host died"), lines)
+            self.assert_nothing_left(cluster, ["algo-1", "algo-3"])
+
     def test_sigterm_to_master_checkpoints_and_restart_resumes(self):
         hyperparameters = dict(LONG_JOB, max_steps=24)
         with self.cluster() as cluster:

@@ -75,6 +75,13 @@ def flip_weight_exponent(path, tensor="conv1.weight"):
         f.write(bytes([byte ^ 0x40]))
 
 
+def write_deeply_nested_safetensors(path, depth=100_000):
+    """A safetensors file whose header holds one tensor entry nested `depth` lists deep."""
+    header = b'{"conv1.weight": ' + b"[" * depth + b"]" * depth + b"}"
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+
+
 def memory_cgroup(test, limit_bytes):
     """A memory cgroup of the test's own with a limit (cgroup v1's memory controller, or v2's where it is enabled
     for children), removed when the test ends; the folder whose cgroup.procs takes a process."""
@@ -236,6 +243,30 @@ class DamagedCheckpoints(FaultCase):
         code = self.run_job()
         self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$", newest,
                            "header is not valid JSON")
+
+    def test_a_checkpoint_header_nested_100000_deep_is_damaged_and_the_previous_one_resumed(self):
+        # Issue 31: the rank crashed (SIGSEGV, 139) on it, from checkpoints/ as from the `model` channel.
+        newest, previous = self.two_checkpoints()
+        write_deeply_nested_safetensors(newest)
+        self.job(dict(SMALL, epochs="3", checkpoint_frequency="1"), {"train": os.path.join(self.base, "images")})
+        code = self.run_job()
+        self.assert_exit_code(code, 0)
+        log = self.stderr_text() + self.stdout_text()
+        self.assertIn(f"damaged checkpoint: {newest}: header is not a safetensors header: it nests lists and objects "
+                      "more than 64 levels deep", log)
+        self.assertIn(f"resuming from {previous}: step 4, epoch 1", log)
+        self.assertTrue(os.path.exists(os.path.join(self.base, "checkpoints", "checkpoint.damaged.safetensors")))
+        self.assert_nothing_left()
+
+    def test_a_model_channel_header_nested_100000_deep_is_bad_input(self):
+        weights = os.path.join(self.base, "weights")
+        os.makedirs(weights)
+        write_deeply_nested_safetensors(os.path.join(weights, "model.safetensors"))
+        self.job(SMALL, {"train": self.folder(), "model": weights})
+        code = self.run_job()
+        self.assert_failed(code, 65, r"^Rank [01] of 2 on host algo-1 exited with code 65\.$",
+                           "the `model` channel's weights cannot be used",
+                           "it nests lists and objects more than 64 levels deep")
 
     def test_a_damaged_model_channel_is_bad_input(self):
         self.job(SMALL, {"train": self.folder()})

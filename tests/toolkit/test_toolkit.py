@@ -146,6 +146,35 @@ class ToolkitOracle(unittest.TestCase):
         self.assertEqual(ranks[0]["environ"]["SM_HP_OVERFLOW"], "Infinity")
         self.assertEqual(ranks[0]["environ"]["SM_HP_NOT-A-NUMBER"], "NaN")
 
+    def test_names_upper_cased_as_python_does_and_the_empty_key(self):
+        # Issue 31: SM_HP_ names were upper-cased in ASCII only (SM_HP_GRößE for the toolkit's SM_HP_GRÖSSE), and the
+        # empty key's argument was "-" (the toolkit's is "").
+        self.write_job({"größe": "1", "ß": "2", "ﬁ": "3", "µ": "4", "ǆ": "5", "ŉ": "6", "ı": "7", "ﬃx": "8",
+                        "ΐ": "9", "": "10", "lr": "0.1"})
+        ranks, _ = self.run_ranks()
+        view = self.toolkit()
+        self.assert_rank_sees_the_toolkit(ranks[0], view)
+        for name in ("SM_HP_GRÖSSE", "SM_HP_SS", "SM_HP_FI", "SM_HP_Μ", "SM_HP_Ǆ", "SM_HP_ʼN", "SM_HP_I",
+                     "SM_HP_FFIX", "SM_HP_\u0399\u0308\u0301", "SM_HP_"):
+            self.assertIn(name, ranks[0]["environ"])
+        self.assertEqual(ranks[0]["argv"][1:3], ["", "10"])
+
+    def test_what_the_toolkit_cannot_pass_train_refuses(self):
+        # Issue 31: a NUL in a key or value was cut in the arguments and SM_HP_X; the toolkit fails on it
+        # (Python: "embedded null byte"), train refuses it before any rank starts, naming it.
+        self.write_job('{"x": "a\\u0000b", "lr": "0.1"}')
+        probe = ("from sagemaker_training import environment; import os, subprocess\n"
+                 "env = environment.Environment()\n"
+                 "try:\n    os.environ.update(env.to_env_vars())\nexcept ValueError as e:\n    print('env:', e)\n"
+                 "try:\n    subprocess.run(['true'] + env.to_cmd_args())\n"
+                 "except ValueError as e:\n    print('args:', e)\n")
+        toolkit = subprocess.run([TOOLKIT_PYTHON, "-c", probe], env=self.environment(), cwd=self.work, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=LIMIT)
+        self.assertEqual(toolkit.stdout, "env: embedded null byte\nargs: embedded null byte\n", toolkit.stderr)
+        validated = self.validate(self.base)
+        self.assertEqual(validated.returncode, 65, validated.stdout)
+        self.assertIn('hyperparameter `x`: its value "a\\u0000b" holds a NUL character', validated.stderr)
+
     def test_gethostname_answers_with_the_jobs_host_name(self):
         self.write_job({"processes_per_host": "2"})
         ranks, _ = self.run_ranks(expected_ranks=2)

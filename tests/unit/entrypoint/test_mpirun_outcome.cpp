@@ -120,6 +120,33 @@ TEST_CASE("mpirun outcome: mpirun's own error lines are kept, without rules and 
                                    "slots that were requested by the application:", "  /usr/local/bin/train"});
 }
 
+TEST_CASE("mpirun outcome: a lost remote daemon (exit code 205) is said first, naming its host", "[mpirun]") {
+  // Issue 31: what mpirun 4.1.4 printed on algo-1, exiting with 205 (Open MPI's ORTE_ERR_COMM_FAILURE, -51),
+  // when every process of the worker algo-2 was killed mid-training (tests/cluster: a worker host dies).
+  auto messages = observe_all({
+      rule,
+      "ORTE has lost communication with a remote daemon.",
+      "",
+      "  HNP daemon   : [[42303,0],0] on node algo-1",
+      "  Remote daemon: [[42303,0],1] on node algo-2",
+      "",
+      "This is usually due to either a failure of the TCP network",
+      "connection to the node, or possibly an internal failure of",
+      "the daemon itself. We cannot recover from this failure, and",
+      "therefore will terminate the job.",
+      rule,
+  });
+  CHECK_FALSE(messages.first_failure());
+  REQUIRE(messages.own_error_lines().size() == 8);
+  CHECK(messages.own_error_lines()[0] ==
+        "mpirun lost its daemon on host algo-2: that host died, or the network between it and this host failed, "
+        "or its daemon was killed (mpirun then exits with 205: Open MPI's communication failure, not a signal); "
+        "that host's own log and failure file say more if it still runs");
+  CHECK(messages.own_error_lines()[1] == "ORTE has lost communication with a remote daemon.");
+  // Without the remote daemon's line, nothing is added.
+  CHECK(observe_all({"ORTE has lost communication with a remote daemon."}).own_error_lines().size() == 1);
+}
+
 TEST_CASE("mpirun outcome: mpirun's own usage errors are recognised and name what it refused", "[mpirun]") {
   CHECK(observe_all({"mpirun: Error: unknown option \"--bogus-option\"", "Type 'mpirun --help' for usage."})
             .usage_error() == "mpirun does not know the option \"--bogus-option\"");

@@ -288,6 +288,10 @@ std::vector<MalformedCase> malformed_hyperparameters() {
       {"not JSON", R"({"epochs": "10")",
        "hyperparameters.json: not valid JSON (parse error at line 1, column 16: syntax error while parsing object - "
        "unexpected end of input; expected '}'); fix the file so that it is one UTF-8 JSON object"},
+      // Issue 31: mpirun's arguments were cut at the NUL.
+      {"a NUL in custom_mpi_options", R"({"custom_mpi_options": "-x A=b\u0000c"})",
+       "hyperparameter `custom_mpi_options`: \"-x A=b\\u0000c\" holds a NUL character, which "
+       "no command-line argument can carry; remove it"},
       {"non-UTF-8 byte in a value", "{\"optimizer\": \"sg\xe9\"}",
        "hyperparameters.json: not valid JSON (parse error at line 1, column 19: syntax error while parsing value - "
        "invalid string: ill-formed UTF-8 byte; last read: '\"sg\\xE9\"'); fix the file so that it is one UTF-8 "

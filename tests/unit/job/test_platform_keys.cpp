@@ -244,6 +244,32 @@ TEST_CASE("output locations: checkpointconfig.json and tensorboardoutputconfig.j
         std::string::npos);
 }
 
+TEST_CASE("output locations: a LocalPath climbing out of /opt/ml cannot lead a relocated job out of its folder",
+          "[platform_keys]") {
+  // Issue 31: "/opt/ml/checkpoints/../../escape" was normalised to /escape before the SAGEMAKER_BASE_DIR mapping,
+  // so a relocated job (this one: its base is a temporary folder) wrote its checkpoints outside its folder.
+  TempJobDir dir;
+  dir.add_train_channel();
+  dir.write_config("checkpointconfig.json", R"({"LocalPath": "/opt/ml/checkpoints/../../escape"})");
+  dir.write_config("tensorboardoutputconfig.json", R"({"LocalPath": "/opt/ml/../ml/../../tb"})");
+  const std::string message = config_error_message([&] { load(dir); });
+  const auto config = dir.root() / "input" / "config";
+  CHECK(message == (config / "checkpointconfig.json").string() +
+                       ": \"LocalPath\": \"/opt/ml/checkpoints/../../escape\" leads out of /opt/ml through \"..\", "
+                       "and this job's /opt/ml is " + dir.root().string() +
+                       " (SAGEMAKER_BASE_DIR): name a folder under /opt/ml, or another folder without \"..\"\n" +
+                       (config / "tensorboardoutputconfig.json").string() +
+                       ": \"LocalPath\": \"/opt/ml/../ml/../../tb\" leads out of /opt/ml through \"..\", and this "
+                       "job's /opt/ml is " + dir.root().string() +
+                       " (SAGEMAKER_BASE_DIR): name a folder under /opt/ml, or another folder without \"..\"");
+  // Where ".." stays inside /opt/ml, or leads into it, the path is mapped as it reads.
+  dir.write_config("checkpointconfig.json", R"({"LocalPath": "/opt/ml/checkpoints/../kept//here/."})");
+  dir.write_config("tensorboardoutputconfig.json", R"({"LocalPath": "/tmp/../opt/ml/tb"})");
+  JobDescription job = load(dir);
+  CHECK(job.outputs.checkpoints == dir.root() / "kept" / "here" / "");
+  CHECK(job.outputs.tensorboard == dir.root() / "tb");
+}
+
 TEST_CASE("heterogeneous clusters: a distribution enabled without its groups trains each host's own group",
           "[platform_keys]") {
   // The toolkit's distribution_instance_groups is then this host's own group: each group is an MPI world of

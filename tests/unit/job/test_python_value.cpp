@@ -104,3 +104,31 @@ TEST_CASE("Python values: values train holds as nlohmann::json", "[python_value]
   CHECK(python_json_dumps(value) == R"({"f":1000000000000000.0,"hosts":["algo-1","algo-2"],"n":18446744073709551615,)"
                                     R"("none":null,"ok":true})");
 }
+
+TEST_CASE("Python values: str.upper() with Unicode's full case mapping", "[python_value]") {
+  // Issue 31: SM_HP_ names were upper-cased in ASCII only ("größe" gave SM_HP_GRößE). Each expected value is
+  // Python 3.11's "...".upper() (the table is generated from it: scripts/generate_python_upper.py).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"größe", "GRÖSSE"},          // ß becomes two letters
+      {"ß", "SS"},
+      {"ﬁ", "FI"},                  // a ligature
+      {"ﬃ", "FFI"},                 // three
+      {"µ", "\u039C"},              // the micro sign becomes Greek capital mu
+      {"ǆ", "Ǆ"},
+      {"ǅ", "Ǆ"},                   // a title-case letter
+      {"ŉ", "\u02BCN"},
+      {"ı", "I"},                   // dotless i: no Turkish rules in Python
+      {"i\u0307", "I\u0307"},       // nor a context: the combining dot stays
+      {"ΐ", "\u0399\u0308\u0301"},  // decomposed into three
+      {"ᾀ", "\u1F08\u0399"},        // iota subscript becomes a capital iota
+      {"\U00010428", "\U00010400"}, // beyond the BMP (Deseret)
+      {"ꭰ", "\u13A0"},              // Cherokee small letters become the old capitals
+      {"a-b_c1", "A-B_C1"},         // ASCII, hyphens, underscores and digits
+      {"\u3164", "\u3164"},         // no case at all
+      {"", ""},
+  };
+  for (const auto& [text, upper] : cases) {
+    INFO(text);
+    CHECK(python_upper(text) == upper);
+  }
+}

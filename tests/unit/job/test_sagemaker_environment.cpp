@@ -286,3 +286,52 @@ TEST_CASE("SM_NUM_NEURONS: NeuronCores as the toolkit counts them", "[sagemaker_
   CHECK(neuron_cores("local") == 0);
   CHECK(neuron_cores("") == 0);
 }
+
+TEST_CASE("what no command line or environment can carry (a NUL) is refused, naming the key",
+          "[sagemaker_environment]") {
+  // Issue 31: a value holding NUL was cut there in the arguments and SM_HP_X while SM_HPS kept it; a key
+  // "a\u0000b" became --a. The toolkit cannot pass them either (Python: "embedded null byte").
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json",
+                   R"({"text": "a\u0000b", "a\u0000b": "1", "as-json": "[\"a\u0000b\"]", "table": {"k": "v\u0000w"},
+                       "in-a-list": ["a\u0000b"], "fine": "1"})");
+  const std::string message = train::testing::config_error_message(
+      [&] { load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host, Workload::user_command); });
+  const std::string file = dir.paths().hyperparameters().string();
+  CHECK(message ==
+        file + ": hyperparameter `a\\u0000b`: its name holds a NUL character, which no command-line argument or "
+               "environment variable can carry (it would be cut there; the toolkit cannot pass it either); rename "
+               "it\n" +
+        // Not JSON to Python (a raw control character inside a string): it stays the string it is.
+        file + ": hyperparameter `as-json`: its value \"[\\\"a\\u0000b\\\"]\" holds a NUL character, which its "
+               "argument and SM_HP_AS-JSON cannot carry (they would be cut there; the toolkit cannot pass it either); "
+               "remove it, or pass the value in a file\n" +
+        file + ": hyperparameter `table`: its value {\"k\":\"v\\u0000w\"} holds a NUL character, which its argument "
+               "cannot carry (it would be cut there; the toolkit cannot pass it either); remove it, or pass the "
+               "value in a file\n" +
+        file + ": hyperparameter `text`: its value \"a\\u0000b\" holds a NUL character, which its argument and "
+               "SM_HP_TEXT cannot carry (they would be cut there; the toolkit cannot pass it either); remove it, or "
+               "pass the value in a file");
+
+  // Inside a list both are escaped, as Python's repr() and json.dumps() write them: nothing is lost.
+  dir.write_config("hyperparameters.json", R"({"in-a-list": ["a\u0000b"]})");
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host, Workload::user_command);
+  CHECK(user_command_arguments(job) == std::vector<std::string>{"--in-a-list", "['a\\x00b']"});
+  CHECK(sagemaker_variables(job).at("SM_HP_IN-A-LIST") == "[\"a\\u0000b\"]");
+}
+
+TEST_CASE("SM_HP_ names are upper-cased as Python's str.upper(), and the empty key's argument is empty",
+          "[sagemaker_environment]") {
+  // Issue 31: SM_HP_GRößE (ASCII only) where the toolkit sets SM_HP_GRÖSSE; the empty key gave "-" where the
+  // toolkit's to_cmd_args() gives "". tests/toolkit compares these with the toolkit itself.
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json", R"({"größe": "1", "ﬁ": "2", "ı": "3", "": "4", "x": "5"})");
+  auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host, Workload::user_command);
+  auto variables = sagemaker_variables(job);
+  CHECK(variables.at("SM_HP_GRÖSSE") == "1");
+  CHECK(variables.at("SM_HP_FI") == "2");
+  CHECK(variables.at("SM_HP_I") == "3");
+  CHECK(variables.at("SM_HP_") == "4");
+  CHECK(user_command_arguments(job) ==
+        std::vector<std::string>{"", "4", "--größe", "1", "-x", "5", "-ı", "3", "-ﬁ", "2"});  // sorted(): code points
+}

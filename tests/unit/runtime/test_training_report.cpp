@@ -215,6 +215,29 @@ TEST_CASE("metrics.json: per-epoch and final figures", "[training_report]") {
   CHECK(final_figures.at("images_per_sec") == Approx(200.0 / 9.0));  // all images over training time
   CHECK(final_figures.at("wall_time_seconds") == 12.5);
   TempJobDir dir;
-  summary.write(dir.root() / "output" / "data" / "metrics.json", "finished", 20, 12.5);
+  summary.write(dir.root() / "output", dir.root() / "output" / "data" / "metrics.json", "finished", 20, 12.5);
   CHECK(nlohmann::json::parse(read_all(dir.root() / "output" / "data" / "metrics.json")) == document);
+}
+
+TEST_CASE("metrics.json: a symbolic link in output/data's place is not followed", "[training_report]") {
+  // Issue 31: metrics.json went wherever a link planted at output/data pointed, outside the job.
+  TempJobDir dir;
+  train::testing::TempFolder outside("train-outside");
+  std::filesystem::create_directories(dir.root() / "output");
+  std::filesystem::create_directory_symlink(outside.path(), dir.root() / "output" / "data");
+  MetricsSummary summary(nlohmann::json{{"num_layers", 18}});
+  const auto data = dir.root() / "output" / "data";
+  CHECK_THROWS_WITH(summary.write(dir.root() / "output", data / "metrics.json", "finished", 0, 1.0),
+                    data.string() + " is a symbolic link (to " + outside.path().string() +
+                        "), which train does not follow: its outputs stay in the job's folders; replace the link "
+                        "with a folder");
+  CHECK(outside.entries().empty());
+  // Anything else in a folder's place is said too; missing folders are made.
+  std::filesystem::remove(data);
+  std::ofstream(data) << "a file";
+  CHECK_THROWS_WITH(summary.write(dir.root() / "output", data / "metrics.json", "finished", 0, 1.0),
+                    data.string() + " is not a folder; remove it, and train makes the folder");
+  std::filesystem::remove(data);
+  summary.write(dir.root() / "output", data / "deeper" / "metrics.json", "finished", 0, 1.0);
+  CHECK(std::filesystem::is_regular_file(data / "deeper" / "metrics.json"));
 }

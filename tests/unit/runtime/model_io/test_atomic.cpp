@@ -80,11 +80,12 @@ TEST_CASE("atomic file: stale temporaries of an interrupted writer are removed, 
   const std::string path = dir.file("checkpoint.safetensors");
   for (std::string name : {"checkpoint.safetensors.tmp-abc123", "checkpoint.safetensors.tmp-ZZZZZZ",
                            "checkpoint.safetensors", "checkpoint.safetensors.tmp-keep.txt", "other.tmp-abc123",
-                           "model.json"}) {
+                           "model.json", "checkpoint.safetensors.tmp-a.b-cd"}) {
     model_io_test::write_bytes(dir.file(name), "x");
   }
   CHECK(remove_stale_temporaries(path) == 2);
   CHECK(dir.entries() == std::set<std::string>{"checkpoint.safetensors", "checkpoint.safetensors.tmp-keep.txt",
-                                               "other.tmp-abc123", "model.json"});
+                                               "other.tmp-abc123", "model.json",
+                                               "checkpoint.safetensors.tmp-a.b-cd"});
   CHECK(remove_stale_temporaries(dir.file("absent/x")) == 0);
 }

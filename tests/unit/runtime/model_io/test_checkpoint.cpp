@@ -167,6 +167,25 @@ TEST_CASE("checkpoint: a damaged or foreign file is reported, not skipped", "[mo
                            "identity (fnv1a64:08f44b07b5901a25)");
 }
 
+TEST_CASE("checkpoint: JSON nested 100,000 deep in the metadata's strings is a damaged file, not a crash",
+          "[model_io]") {
+  // Issue 31: the header's own nesting is bounded (test_safetensors.cpp); the state and the checksums are JSON
+  // held in metadata strings, and the state's identity was copied and dumped recursively.
+  ScratchDir dir;
+  const std::string path = checkpoint_path(dir.path()).string();
+  float value = 1.0f;
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  const std::string state = R"({"step": 1, "epoch": 0, "step_in_epoch": 0, "world_size": 1, "rng_state": "",
+                                 "identity": {"a": )" + deep + R"(}, "fingerprint": "fnv1a64:08f44b07b5901a25"})";
+  write_safetensors(path, {{"w", Dtype::F32, {}, &value}},
+                    {{"format", "train checkpoint"}, {"format_version", "1"}, {"state", state}});
+  CHECK_THROWS_WITH(read_checkpoint(dir.path()),
+                    path + ": invalid checkpoint state: it nests lists and objects more than 64 levels deep");
+  write_safetensors(path, {{"w", Dtype::F32, {}, &value}}, {{"tensor_crc32", "{\"w\": " + deep + "}"}});
+  CHECK_THROWS_WITH(read_safetensors(path), path + ": the metadata's \"tensor_crc32\" is not a JSON object of "
+                                                   "checksums: the file is damaged");
+}
+
 TEST_CASE("checkpoint: a job resumes only a checkpoint of the same hyperparameters", "[model_io]") {
   auto state = Fixture::state();
   CHECK_FALSE(resume_refusal(state, state.identity, "ckpt").has_value());

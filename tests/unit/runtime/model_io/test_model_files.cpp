@@ -102,3 +102,26 @@ TEST_CASE("model files: write_model_files leaves model.safetensors and model.jso
   CHECK(file.tensors[2].to_int64() == std::vector<int64_t>{3});
   CHECK(parse_model_json(read_bytes((model_dir / "model.json").string()), "model.json").num_classes == 2);
 }
+
+TEST_CASE("model files: temporaries an interrupted write left in model/ are swept, the user's files kept",
+          "[model_io]") {
+  // Issue 31: a SIGKILL during the model's write left model.safetensors.tmp-XXXXXX, a restart that succeeded kept
+  // it, and SageMaker would have shipped it in model.tar.gz.
+  ScratchDir dir;
+  const auto model_dir = dir.path() / "model";
+  std::filesystem::create_directories(model_dir);
+  const std::set<std::string> users = {"model.safetensors.tmp-keep.txt", "notes.tmp-abc123", "model.json.tmp-12345",
+                                       "model.safetensors.old"};
+  std::set<std::string> planted = users;
+  planted.insert({"model.safetensors.tmp-aB3xYz", "model.safetensors.tmp-000000", "model.json.tmp-QQQQQQ"});
+  for (const auto& name : planted) model_io_test::write_bytes((model_dir / name).string(), "x");
+  std::vector<float> fc_bias{0.0f, 1.0f};
+  ModelDescription description;
+  description.num_classes = 2;
+  write_model_files(model_dir, {{"fc.bias", Dtype::F32, {2}, fc_bias.data()}}, description);
+  std::set<std::string> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir)) entries.insert(entry.path().filename());
+  std::set<std::string> expected = users;
+  expected.insert({"model.json", "model.safetensors"});
+  CHECK(entries == expected);
+}

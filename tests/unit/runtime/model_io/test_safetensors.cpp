@@ -218,6 +218,22 @@ TEST_CASE("safetensors: malformed files are refused with messages naming the fil
     CHECK(parse_error(raw_file(std::string("{}\0{\"a\": 1}", 11), 0)) ==
           "t.safetensors: header is not valid JSON: a NUL byte at position 2");
   }
+  SECTION("a header nesting lists or objects deeper than a config file may (issue 31: 100,000 levels crashed)") {
+    const std::string expected =
+        "t.safetensors: header is not a safetensors header: it nests lists and objects more than 64 levels deep "
+        "(a tensor's entry needs 3): the file is damaged, or not a safetensors file";
+    const int deep = 100'000;
+    CHECK(parse_error(raw_file(R"({"a": )" + std::string(deep, '[') + std::string(deep, ']') + "}", 0)) == expected);
+    std::string objects;
+    for (int level = 0; level < deep; ++level) objects += R"({"k": )";
+    objects += "1" + std::string(deep, '}');
+    CHECK(parse_error(raw_file(objects, 0)) == expected);
+    CHECK(parse_error(raw_file(R"({"__metadata__": {"k": )" + std::string(deep, '[') + "}", 0)) == expected);
+    // 64 levels (the header's object and 63 lists) are still parsed, and refused for what they hold.
+    CHECK(parse_error(raw_file(R"({"a": )" + std::string(63, '[') + std::string(63, ']') + "}", 0)).find(
+              "expected an object with") != std::string::npos);
+    CHECK(parse_error(raw_file(R"({"a": )" + std::string(64, '[') + std::string(64, ']') + "}", 0)) == expected);
+  }
   SECTION("a header that is not an object") {
     CHECK(parse_error(raw_file("[1, 2]", 0)) ==
           "t.safetensors: header is a JSON array, expected an object of tensors");
