@@ -1,9 +1,10 @@
 // model_check: one training step of train's CPU ResNet on given weights and a given batch, writing
 // everything a comparison with PyTorch needs. Used by test_model_vs_torch.py.
 //
-//   model_check DEPTH CLASSES PRECISION WEIGHTS.safetensors BATCH.safetensors OUT.safetensors LABEL_SMOOTHING
+//   model_check DEPTH CLASSES PRECISION WEIGHTS.safetensors BATCH.safetensors OUT.safetensors LABEL_SMOOTHING [SCALE]
 //
-// PRECISION is float (what training uses) or double (the same code in fp64, for an exact comparison).
+// PRECISION is float (what training uses) or double (the same code in fp64, for an exact comparison). SCALE
+// (default 1) multiplies the loss gradient, as a rank of R ranks scales it by 1/R.
 //
 //   model_check infer DEPTH CLASSES WEIGHTS.safetensors BATCH.safetensors OUT.safetensors
 //
@@ -53,7 +54,7 @@ ExportedTensors export_decisions(const CpuResNet<T>& model) {
 
 template <typename T>
 int run(int depth, int classes, const model_io::SafetensorsFile& weights, const model_io::SafetensorsFile& batch,
-        const char* out_path, T smoothing) {
+        const char* out_path, T smoothing, T scale) {
   const model_io::Tensor* images = batch.find("images");
   const model_io::Tensor* labels = batch.find("labels");
   if (images == nullptr || labels == nullptr || images->shape.size() != 4) {
@@ -72,7 +73,7 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
   model.initialize(1);
   model.import_state(weights.tensors);
   int reported = 0;
-  auto result = model.train_step(pixels.data(), targets.data(), n, smoothing, T(1), [&](int) { ++reported; }, [] {});
+  auto result = model.train_step(pixels.data(), targets.data(), n, smoothing, scale, [&](int) { ++reported; }, [] {});
   if (reported != model.parameter_tensors()) {
     throw std::runtime_error(fmt::format("backward reported {} gradients for {} parameters", reported,
                                          model.parameter_tensors()));
@@ -126,8 +127,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (argc != 8) {
-    std::cerr << "usage: model_check DEPTH CLASSES float|double WEIGHTS BATCH OUT LABEL_SMOOTHING\n";
+  if (argc != 8 && argc != 9) {
+    std::cerr << "usage: model_check DEPTH CLASSES float|double WEIGHTS BATCH OUT LABEL_SMOOTHING [SCALE]\n";
     return 64;
   }
   try {
@@ -137,8 +138,10 @@ int main(int argc, char** argv) {
     auto weights = model_io::read_safetensors(argv[4]);
     auto batch = model_io::read_safetensors(argv[5]);
     const double smoothing = std::strtod(argv[7], nullptr);
-    if (precision == "double") return run<double>(depth, classes, weights, batch, argv[6], smoothing);
-    if (precision == "float") return run<float>(depth, classes, weights, batch, argv[6], static_cast<float>(smoothing));
+    const double scale = argc == 9 ? std::strtod(argv[8], nullptr) : 1.0;
+    if (precision == "double") return run<double>(depth, classes, weights, batch, argv[6], smoothing, scale);
+    if (precision == "float") return run<float>(depth, classes, weights, batch, argv[6], static_cast<float>(smoothing),
+                                                    static_cast<float>(scale));
     throw std::runtime_error("PRECISION must be float or double, got " + precision);
   } catch (const std::exception& error) {
     std::cerr << "model_check: " << error.what() << "\n";
