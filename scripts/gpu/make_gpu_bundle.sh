@@ -8,8 +8,9 @@
 #   OUT/run.sh        scripts/gpu/gpu_bundle_run.sh: finds CUDA's libraries on that machine and runs a program
 #   OUT/fashion.tgz   12,000 training and 10,000 validation Fashion-MNIST images as an image folder
 #   OUT/references/   the CPU's side of the training checks, computed here with this build's train (device=cpu)
-#                     on that data (scripts/gpu/gpu_training_check.py --make-references: the accuracy job's top-1,
-#                     the two-rank jobs' samples, losses and tensor digests; minutes on 2 cores), made again only
+#                     on that data (scripts/gpu/gpu_training_check.py --make-references: the accuracy job's top-1
+#                     for each of its seeds, one after another, the longest part; the two-rank jobs' samples,
+#                     losses and tensor digests), made again only
 #                     when train, the data or gpu_training_check.py changed
 #   OUT/made.txt      when, from which commit, and the references' summary (gpu_check.sh's record quotes it)
 # It works from any clone or copy of the repository: it builds in this checkout's build/ only when that was
@@ -118,7 +119,7 @@ fi
 key="$( (cat "$build/train" "$out/fashion.tgz"; /usr/bin/python3 "$here/gpu_training_check.py" --references-key) |
        sha256sum | cut -c1-16)"
 if [[ "$(cat "$out/references/key" 2>/dev/null)" != "$key" ]]; then
-  echo "make_gpu_bundle.sh: the CPU's references (train device=cpu: the accuracy job and two two-rank jobs; minutes)"
+  echo "make_gpu_bundle.sh: the CPU's references (train device=cpu: the accuracy job for each of its seeds, one after another, and two two-rank jobs; minutes each)"
   rm -rf "$stage/fashion" "$out/references.tmp" && tar xzf "$out/fashion.tgz" -C "$stage"
   /usr/bin/python3 "$here/gpu_training_check.py" --make-references "$out/references.tmp" --data "$stage/fashion" \
     --train "$repo/$build/train" --work "$stage/references-work" > "$stage/references.log" 2>&1 ||
@@ -130,8 +131,10 @@ fi
 summary="$(/usr/bin/python3 - "$out/references/references.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print("references made {} from {}: CPU top-1 {} after {} steps".format(r["made"], r["commit"], r["accuracy"]["top1"],
-                                                                       r["accuracy"]["steps"]))
+a = r["accuracy"]
+print("references made {} from {}: CPU top-1 mean {:.4f} over seeds {} (spread {:.4f}), {} steps each".format(
+    r["made"], r["commit"], a["mean"], ", ".join(f"{s} {a['top1'][s]}" for s in a["seeds"]), a["spread"],
+    a["steps"][a["seeds"][0]]))
 PY
 )"
 echo "made $(date -u +%Y-%m-%dT%H:%MZ) from $(git -C "$repo" describe --always --dirty 2>/dev/null || echo 'an unknown commit'); $summary" > "$out/made.txt"

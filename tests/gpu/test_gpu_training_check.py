@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """scripts/gpu/gpu_training_check.py with the CPU standing in for the GPU (--device cpu), so that a GPU loan is not
 spent on the script's own mistakes (job files, sample logs, checkpoints, digests, log lines it parses): the CPU's
-references made from a small Fashion-MNIST folder (--make-references, as make_gpu_bundle.sh makes them), then the
-accuracy, two-rank and fast-path checks against them pass; with references altered (the top-1 by 5 points, a
-sample line, one momentum digest, one loss, one weight value) the accuracy and two-rank checks fail and say
-where; references made from other data are refused before any job runs.
+references made from a small Fashion-MNIST folder (--make-references, as make_gpu_bundle.sh makes them: the
+accuracy job for each of its seeds), then the accuracy, two-rank and fast-path checks against them pass (the
+accuracy check's seeds side by side, their mean equal to the references'); with references altered (every seed's
+top-1 by 2.1 points, a sample line, one momentum digest, one loss, one weight value) the accuracy and two-rank
+checks fail and say where; one seed's top-1 moved by 3 points moves the mean by 3/seeds, and the check passes (the
+means are compared, not the seeds); references made from other data are refused before any job runs.
 
     test_gpu_training_check.py REPO
 """
@@ -12,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,6 +24,8 @@ REPO = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.dirnam
     os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "gpu", "gpu_training_check.py")
 TRAIN = os.path.join(REPO, "build", "cpu-only", "train")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+from gpu_training_check import ACCURACY_SEEDS  # noqa: E402
 
 
 def rows_of(output):
@@ -57,8 +62,20 @@ class GpuTrainingCheckOnTheCpu(unittest.TestCase):
     def test_the_references_hold_what_the_checks_compare(self):
         carried = self.carried
         self.assertEqual(carried["data"]["images"], {"train": 1000, "validation": 1000})
-        self.assertGreater(carried["accuracy"]["top1"], 0)
-        self.assertEqual(carried["accuracy"]["job"]["epochs"], "1")
+        accuracy = carried["accuracy"]
+        self.assertGreaterEqual(len(ACCURACY_SEEDS), 2)
+        self.assertEqual(accuracy["seeds"], list(ACCURACY_SEEDS))
+        self.assertEqual(accuracy["job"]["seed"], ACCURACY_SEEDS[0])  # the uninterrupted run resume compares with
+        self.assertEqual(accuracy["job"]["epochs"], "1")
+        self.assertEqual(sorted(accuracy["top1"]), sorted(ACCURACY_SEEDS))
+        self.assertTrue(all(0 < value <= 1 for value in accuracy["top1"].values()), accuracy["top1"])
+        self.assertAlmostEqual(accuracy["mean"], statistics.fmean(accuracy["top1"].values()), places=6)
+        self.assertAlmostEqual(accuracy["spread"], statistics.stdev(accuracy["top1"].values()), places=6)
+        self.assertEqual(set(accuracy["steps"].values()), {8})  # 1,000 images at batch 128, one epoch
+        for seed in ACCURACY_SEEDS:  # each seed's CPU job was given its seed
+            job = "uninterrupted-cpu" if seed == ACCURACY_SEEDS[0] else f"accuracy-cpu-{seed}"
+            with open(os.path.join(self.scratch, "cpu", job, "input", "config", "hyperparameters.json")) as f:
+                self.assertEqual(json.load(f)["seed"], seed)
         one, twelve = carried["two_ranks"]["one-step"], carried["two_ranks"]["twelve-steps"]
         self.assertEqual(one["state"]["step"], 1)
         self.assertEqual(len(one["momentum"]), 62)  # ResNet-18's parameters
@@ -77,10 +94,40 @@ class GpuTrainingCheckOnTheCpu(unittest.TestCase):
         two_ranks = next(detail for name, (_, detail) in rows.items() if name.startswith("two ranks"))
         self.assertIn("first step's averaged gradient (momentum, 62 tensors): worst rel L2 0.0e+00", two_ranks)
         self.assertIn("samples per rank identical", two_ranks)
+        accuracy = self.accuracy_row(rows)
+        self.assertIn(f"mean of {len(ACCURACY_SEEDS)} seeds", accuracy[0])
+        self.assertIn(f"{len(ACCURACY_SEEDS)} jobs side by side", accuracy[2])
+        # The CPU standing in trains the references' runs again, seed for seed: the same top-1 each.
+        seeds = ", ".join(f"{seed} {self.carried['accuracy']['top1'][seed]:.4f}" for seed in ACCURACY_SEEDS)
+        self.assertIn(f"mean {statistics.fmean(self.carried['accuracy']['top1'].values()):.4f} (seeds {seeds};",
+                      accuracy[2])
+        self.assertIn("+0.00 points from the CPU mean", accuracy[2])
+        self.assertTrue(os.path.exists(os.path.join(self.scratch, "same", "uninterrupted-cpu.finished")))
+
+    def accuracy_row(self, rows):
+        return next((name, verdict, detail) for name, (verdict, detail) in rows.items()
+                    if name.startswith("train device=cpu"))
+
+    def write_references(self, references, name):
+        folder = os.path.join(self.scratch, name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "references.json"), "w") as f:
+            json.dump(references, f)
+        return folder
+
+    def test_the_means_are_compared_not_each_seed(self):
+        altered = json.loads(json.dumps(self.carried))
+        moved = ACCURACY_SEEDS[1]
+        altered["accuracy"]["top1"][moved] += 0.03  # one seed 3 points off: the mean 3/seeds points
+        code, rows, output = self.check("accuracy", self.write_references(altered, "one-seed"), "one-seed")
+        name, verdict, detail = self.accuracy_row(rows)
+        self.assertEqual((verdict, code), ("PASS", 0), detail)
+        self.assertIn(f"{-3 / len(ACCURACY_SEEDS):+.2f} points from the CPU mean", detail)
 
     def test_the_checks_fail_against_altered_references(self):
         altered = json.loads(json.dumps(self.carried))
-        altered["accuracy"]["top1"] += 0.05
+        for seed in ACCURACY_SEEDS:  # the mean 2.1 points off, just past the bar
+            altered["accuracy"]["top1"][seed] += 0.021
         one, twelve = altered["two_ranks"]["one-step"], altered["two_ranks"]["twelve-steps"]
         one["samples"]["1"] += "a sample the GPU never saw\n"
         name = sorted(one["momentum"])[10]
@@ -89,17 +136,14 @@ class GpuTrainingCheckOnTheCpu(unittest.TestCase):
         twelve["losses"][step] = str(float(twelve["losses"][step]) * 1.01)
         weight = sorted(twelve["weights"])[3]
         twelve["weights"][weight]["values"][7] += 1.0
-        folder = os.path.join(self.scratch, "altered")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "references.json"), "w") as f:
-            json.dump(altered, f)
-        code, rows, output = self.check("accuracy,two-ranks", folder, "altered")
+        code, rows, output = self.check("accuracy,two-ranks", self.write_references(altered, "altered"), "altered")
         self.assertEqual(code, 1)
         self.assertEqual(len(rows), 2, output[-3000:])
         verdicts = {name.split(",")[0].split(" (")[0]: value for name, value in rows.items()}
         accuracy = next(value for name, value in verdicts.items() if name.startswith("train device=cpu"))
         two_ranks = next(value for name, value in verdicts.items() if name.startswith("two ranks"))
         self.assertEqual(accuracy[0], "FAIL", accuracy[1])
+        self.assertIn("-2.10 points from the CPU mean", accuracy[1])
         self.assertEqual(two_ranks[0], "FAIL", two_ranks[1])
         detail = two_ranks[1]
         self.assertIn("one-step: samples per rank DIFFER", detail)
