@@ -7,6 +7,7 @@
 set -euo pipefail
 main_binary="$1"
 cpu_binary="$2"
+static_libraries="${3:-ON}"  # TRAIN_STATIC_LIBRARIES of the build
 failures=0
 passes=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -33,6 +34,13 @@ for binary in "$main_binary" "$cpu_binary"; do
     if grep -q "$unwanted" <<<"$libraries"; then fail "$binary loads $unwanted dynamically"; fi
   done
   pass "$binary links libstdc++, libgcc, fmt and the CUDA runtime statically"
+  # Only what must match the host stays shared (cmake/linked_libraries.cmake says why each): glibc, Open MPI,
+  # zlib (Open MPI loads it anyway) and the CUDA libraries; libjpeg-turbo, libpng, OpenBLAS and OpenMP are in.
+  shared_ok='^(libc\.so\.6|libm\.so\.6|ld-linux-x86-64\.so\.2|libmpi\.so\.40|libz\.so\.1|libcudnn\.so\.9|libcublas(Lt)?\.so\.13|libnccl\.so\.2)$'
+  if [ "$static_libraries" = OFF ]; then shared_ok='.'; fi  # a build that asked for them shared
+  others=$(sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' <<<"$libraries" | grep -v -E "$shared_ok" || true)
+  if [ -n "$others" ]; then fail "$binary loads $(tr '\n' ' ' <<<"$others")dynamically: only glibc, Open MPI, zlib and the CUDA libraries may stay shared (cmake/linked_libraries.cmake)"
+  else pass "$binary links libjpeg-turbo, libpng, OpenBLAS and OpenMP in: it loads only $(sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' <<<"$libraries" | tr '\n' ' ')"; fi
   if "$binary" --version | grep -q "CUDA backend: built in"; then
     for library in $gpu_libraries; do
       if grep -q "\[$library\]" <<<"$libraries"; then pass "$binary loads $library (the GPU trainer)"
