@@ -13,7 +13,6 @@ mount a small tmpfs or a read-only bind mount in a mount namespace of their own 
 run as root, as the launch tests do.
 """
 
-import argparse
 import json
 import os
 import re
@@ -25,7 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_launch  # noqa: E402
@@ -635,15 +633,7 @@ class HangsAndLeftovers(FaultCase):
         # mid-training, every process at once, as when a container's PID 1 is SIGKILLed: its launcher's reason
         # folder and Open MPI's segments stay. The next job on the host removes them, and nothing of a live
         # process: a reason folder whose owner runs, and a segment that a process maps.
-        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                   "mount -t tmpfs train-test-shm /dev/shm && echo ready && exec sleep 600"],
-                                  stdout=subprocess.PIPE, text=True)
-        self.addCleanup(holder.stdout.close)
-        self.addCleanup(holder.wait)
-        self.addCleanup(holder.kill)
-        self.assertEqual(holder.stdout.readline().strip(), "ready")
-        shm = f"/proc/{holder.pid}/root/dev/shm"
-        inside = ["nsenter", "-t", str(holder.pid), "-m", "--"]
+        holder_pid, shm, inside = test_launch.private_dev_shm(self)
         self.job(SYNTHETIC)
         self.start_command(inside + [test_launch.TRAIN], {"OMP_NUM_THREADS": "1"})
         self.wait_for_output("step=2 ")
@@ -654,24 +644,14 @@ class HangsAndLeftovers(FaultCase):
         self.assertTrue(any(name.startswith("vader_segment.") for name in left), left)
         # What a live process holds: its reason folder, a segment it maps.
         host = socket.gethostname()
-        live_folder = os.path.join(shm, f"train-reasons-{holder.pid}-live")
+        live_folder = os.path.join(shm, f"train-reasons-{holder_pid}-live")
         os.mkdir(live_folder)
-        with open(f"/proc/{holder.pid}/stat") as f:
+        with open(f"/proc/{holder_pid}/stat") as f:
             start = f.read().rsplit(")", 1)[1].split()[19]
         with open(os.path.join(live_folder, "owner"), "w") as f:
-            f.write(f"pid={holder.pid} start={start} pidns={os.stat('/proc/self/ns/pid').st_ino}")
+            f.write(f"pid={holder_pid} start={start} pidns={os.stat('/proc/self/ns/pid').st_ino}")
         live_segment = f"vader_segment.{host}.0.live.0"
-        mapper = subprocess.Popen(inside + [sys.executable, "-c", (
-            "import mmap, os, sys, time\n"
-            f"fd = os.open('/dev/shm/{live_segment}', os.O_RDWR | os.O_CREAT, 0o600)\n"
-            "os.ftruncate(fd, 4096)\n"
-            "m = mmap.mmap(fd, 4096)\n"
-            "print('mapped', flush=True)\n"
-            "time.sleep(600)")], stdout=subprocess.PIPE, text=True)
-        self.addCleanup(mapper.stdout.close)
-        self.addCleanup(mapper.wait)
-        self.addCleanup(mapper.kill)
-        self.assertEqual(mapper.stdout.readline().strip(), "mapped")
+        test_launch.map_until_the_end(self, f"/dev/shm/{live_segment}", inside)
         # The next job starts later: everything here is older than the minute a new segment is spared.
         an_hour_ago = time.time() - 3600
         for name in os.listdir(shm):
@@ -966,16 +946,15 @@ class SharedJobDirectory(FaultCase):
 
 
 def main():
-    global REPEAT
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", required=True, help="the train executable to test")
-    parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per failure kind (default 20)")
-    args, rest = parser.parse_known_args()
-    REPEAT = args.repeat
-    test_launch.TRAIN = os.path.abspath(args.train)
-    if os.geteuid() != 0:
-        sys.exit("test_faults.py: needs root (mount namespaces for full and read-only disks)")
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    def repeat(args):
+        global REPEAT
+        REPEAT = args.repeat
+
+    test_launch.run_root_tests(
+        __doc__, "test_faults.py", "mount namespaces for full and read-only disks",
+        lambda parser: parser.add_argument("--repeat", type=int, default=REPEAT,
+                                           help="runs per failure kind (default 20)"),
+        repeat)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ The jobs are test_faults.py's (a one-host job of 2 ranks, ResNet-18 on 16x16 ima
 root as the launch tests are.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -19,7 +18,6 @@ import socket
 import subprocess
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_launch  # noqa: E402
@@ -151,15 +149,7 @@ class KilledMpirun(FaultCase):
         # ranks' shared-memory segments (/dev/shm/vader_segment.HOST.*). In a mount namespace with a /dev/shm of its
         # own (a holder process keeps it) and a TMPDIR of the test's own; the next job removes both, and nothing of
         # a live process: a session folder whose mpirun runs, one whose files a process maps.
-        holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                   "mount -t tmpfs train-test-shm /dev/shm && echo ready && exec sleep 600"],
-                                  stdout=subprocess.PIPE, text=True)
-        self.addCleanup(holder.stdout.close)
-        self.addCleanup(holder.wait)
-        self.addCleanup(holder.kill)
-        self.assertEqual(holder.stdout.readline().strip(), "ready")
-        shm = f"/proc/{holder.pid}/root/dev/shm"
-        inside = ["nsenter", "-t", str(holder.pid), "-m", "--"]
+        _, shm, inside = test_launch.private_dev_shm(self)
         tmp = os.path.join(self.base, "tmp")
         os.makedirs(tmp)
         sessions = os.path.join(tmp, f"ompi.{socket.gethostname()}.{os.getuid()}")
@@ -184,17 +174,7 @@ class KilledMpirun(FaultCase):
         os.makedirs(os.path.join(sessions, f"pid.{live.pid}", "0"))
         mapped = os.path.join(sessions, "pid.999999999", "hwloc.sm")
         os.makedirs(os.path.dirname(mapped))
-        mapper = subprocess.Popen([sys.executable, "-c", (
-            "import mmap, os, time\n"
-            f"fd = os.open({mapped!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
-            "os.ftruncate(fd, 4096)\n"
-            "m = mmap.mmap(fd, 4096)\n"
-            "print('mapped', flush=True)\n"
-            "time.sleep(600)")], stdout=subprocess.PIPE, text=True)
-        self.addCleanup(mapper.stdout.close)
-        self.addCleanup(mapper.wait)
-        self.addCleanup(mapper.kill)
-        self.assertEqual(mapper.stdout.readline().strip(), "mapped")
+        mapper = test_launch.map_until_the_end(self, mapped)
         an_hour_ago = time.time() - 3600
         for root in (shm, sessions):
             for folder, names, files in os.walk(root):
@@ -248,13 +228,7 @@ class PathsOutOfTheJob(FaultCase):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", required=True, help="the train executable to test")
-    args, rest = parser.parse_known_args()
-    test_launch.TRAIN = os.path.abspath(args.train)
-    if os.geteuid() != 0:
-        sys.exit("test_hostile_jobs.py: needs root, as the launch tests do")
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    test_launch.run_root_tests(__doc__, "test_hostile_jobs.py", "as the launch tests do")
 
 
 if __name__ == "__main__":

@@ -270,6 +270,52 @@ def sh(script):
     return ["--", "sh", "-c", textwrap.dedent(script)]
 
 
+def private_dev_shm(case):
+    """A mount namespace with a /dev/shm of its own, kept by a holder process until CASE ends, as a host's
+    /dev/shm that only this test's jobs use: (the holder's pid, that /dev/shm's path from here, the command
+    prefix that runs a command inside the namespace)."""
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               "mount -t tmpfs train-test-shm /dev/shm && echo ready && exec sleep 600"],
+                              stdout=subprocess.PIPE, text=True)
+    case.addCleanup(holder.stdout.close)
+    case.addCleanup(holder.wait)
+    case.addCleanup(holder.kill)
+    case.assertEqual(holder.stdout.readline().strip(), "ready")
+    return holder.pid, f"/proc/{holder.pid}/root/dev/shm", ["nsenter", "-t", str(holder.pid), "-m", "--"]
+
+
+def map_until_the_end(case, path, prefix=()):
+    """A process (run through PREFIX) that creates PATH (4 KiB) and maps it until CASE ends: what a live
+    job's shared memory looks like to a sweep."""
+    mapper = subprocess.Popen(list(prefix) + [sys.executable, "-c", (
+        "import mmap, os, time\n"
+        f"fd = os.open({path!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+        "os.ftruncate(fd, 4096)\n"
+        "m = mmap.mmap(fd, 4096)\n"
+        "print('mapped', flush=True)\n"
+        "time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    case.addCleanup(mapper.stdout.close)
+    case.addCleanup(mapper.wait)
+    case.addCleanup(mapper.kill)
+    case.assertEqual(mapper.stdout.readline().strip(), "mapped")
+    return mapper
+
+
+def run_root_tests(doc, script, why_root, add_arguments=lambda parser: None, configure=lambda args: None):
+    """main() of a launch test script beside this one: --train (the executable to test) and the script's own
+    options (ADD_ARGUMENTS), the check for root (WHY_ROOT: what needs it), CONFIGURE(args), then its tests."""
+    global TRAIN
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--train", required=True, help="the train executable to test")
+    add_arguments(parser)
+    args, rest = parser.parse_known_args()
+    TRAIN = os.path.abspath(args.train)
+    if os.geteuid() != 0:
+        sys.exit(f"{script}: needs root ({why_root})")
+    configure(args)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
 # The rank's part of a stop test: a TERM trap that stamps the time, a ready file, a loop of short sleeps
 # (sh runs a trap only between commands).
 STOPPABLE_RANK = sh("""

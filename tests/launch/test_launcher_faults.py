@@ -11,14 +11,11 @@ output/failure (or the log, where the failure file cannot be written) says, and 
 root: the folders that cannot be moved are bind mounts in a mount namespace of the test's own.
 """
 
-import argparse
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_launch  # noqa: E402
@@ -248,13 +245,7 @@ class LimitsAndStartUp(FaultCase):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", required=True, help="the train executable to test")
-    args, rest = parser.parse_known_args()
-    test_launch.TRAIN = os.path.abspath(args.train)
-    if os.geteuid() != 0:
-        sys.exit("test_launcher_faults.py: needs root (mount namespaces)")
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    test_launch.run_root_tests(__doc__, "test_launcher_faults.py", "mount namespaces")
 
 
 if __name__ == "__main__":

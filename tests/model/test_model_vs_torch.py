@@ -27,10 +27,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
 from safetensors_numpy import read_safetensors, write_safetensors  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import AMBIGUITY, StepReference, decisions_of, tolerance as float32_tolerance  # noqa: E402
+from torch_reference import AMBIGUITY, StepReference, decisions_of, initial_model, relative  # noqa: E402
+from torch_reference import tolerance as float32_tolerance  # noqa: E402
 import torch
 import torch.nn.functional as F
-import torchvision
 
 MODEL_CHECK = None
 TOLERANCE = {
@@ -40,27 +40,10 @@ TOLERANCE = {
 }
 
 
-def relative_error(ours, reference):
-    ours = np.asarray(ours, dtype=np.float64)
-    reference = np.asarray(reference, dtype=np.float64)
-    scale = np.linalg.norm(reference)
-    return np.linalg.norm(ours - reference) / (scale if scale > 0 else 1.0)
-
-
 class ModelAgainstTorchvision(unittest.TestCase):
     def compare(self, depth, size, batch, classes, smoothing, precision):
         tolerance = TOLERANCE[precision]
-        torch.manual_seed(depth)
-        model = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
-        with torch.no_grad():
-            for module in model.modules():
-                if isinstance(module, torch.nn.BatchNorm2d):
-                    # Away from the defaults, so that a swapped weight and bias or mean and variance shows.
-                    module.weight.uniform_(0.5, 1.5)
-                    module.bias.uniform_(-0.2, 0.2)
-                    module.running_mean.uniform_(-0.1, 0.1)
-                    module.running_var.uniform_(0.5, 1.5)
-                    module.num_batches_tracked.fill_(7)
+        model = initial_model(depth, classes, seed=depth, batches_tracked=7)
         state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
         images = torch.randn(batch, 3, size, size, dtype=torch.float32)
         labels = torch.randint(0, classes, (batch,), dtype=torch.int64)
@@ -90,14 +73,14 @@ class ModelAgainstTorchvision(unittest.TestCase):
         loss = F.cross_entropy(logits, labels, label_smoothing=smoothing)
         loss.backward()
 
-        errors = {"loss": relative_error(ours["loss"][0], loss.item())}
+        errors = {"loss": relative(ours["loss"][0], loss.item())}
         self.assertLess(errors["loss"], tolerance["loss"], f"resnet{depth} loss {ours['loss'][0]} vs {loss.item()}")
         worst = (0.0, "")
         parameters = dict(model.named_parameters())
         self.assertEqual(len(parameters), sum(1 for k in ours if k.startswith("grad.")))
         for name, parameter in parameters.items():
             exact = reference[name] if precision == "float" else parameter.grad.numpy()
-            error = relative_error(ours["grad." + name], exact)
+            error = relative(ours["grad." + name], exact)
             worst = max(worst, (error, name))
             limit = allowed[name] if precision == "float" else tolerance["gradient"]
             self.assertLessEqual(error, limit, f"resnet{depth} {precision} gradient of {name}")
@@ -105,12 +88,12 @@ class ModelAgainstTorchvision(unittest.TestCase):
             if name.endswith("num_batches_tracked"):
                 self.assertEqual(int(ours["state." + name]), int(buffer), name)
             else:
-                error = relative_error(ours["state." + name], buffer.numpy())
+                error = relative(ours["state." + name], buffer.numpy())
                 self.assertLess(error, tolerance["running"], f"resnet{depth} {precision} {name}")
         model.eval()
         with torch.no_grad():
             reference_logits = model(images.double()).numpy()
-        logit_error = relative_error(ours["eval_logits"], reference_logits)
+        logit_error = relative(ours["eval_logits"], reference_logits)
         self.assertLess(logit_error, tolerance["logits"], f"resnet{depth} {precision} inference logits")
         print(f"\nresnet{depth} {precision} {size}x{size} batch {batch}: loss error {errors['loss']:.2e}, worst gradient "
               f"error {worst[0]:.2e} ({worst[1]}) over {len(parameters)} tensors"

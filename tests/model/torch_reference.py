@@ -47,6 +47,25 @@ def decisions_of(outputs):
     return relus, pools
 
 
+def initial_model(depth, classes, seed, batches_tracked=None):
+    """torchvision's ResNet with its default initialisation and batch-norm parameters and buffers away from
+    their defaults (so that a swapped weight and bias, or mean and variance, shows); num_batches_tracked set to
+    BATCHES_TRACKED where given."""
+    import torchvision
+    torch.manual_seed(seed)
+    model = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.2, 0.2)
+                module.running_mean.uniform_(-0.1, 0.1)
+                module.running_var.uniform_(0.5, 1.5)
+                if batches_tracked is not None:
+                    module.num_batches_tracked.fill_(batches_tracked)
+    return model
+
+
 class _Pass:
     """One forward pass: what each ReLU and max pool saw, and the decisions to take (None: its own)."""
 

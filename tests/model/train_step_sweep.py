@@ -37,7 +37,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 from safetensors_numpy import read_safetensors, write_safetensors  # noqa: E402
-from torch_reference import AMBIGUITY, StepReference, decisions_of, relative, tolerance  # noqa: E402
+from torch_reference import AMBIGUITY, StepReference, decisions_of, initial_model, relative, tolerance  # noqa: E402
 
 MEAN = np.array([0.485, 0.456, 0.406])
 STD = np.array([0.229, 0.224, 0.225])
@@ -75,23 +75,6 @@ def normalised(pixels):
     scale = (1.0 / (255.0 * std)).astype(np.float32)
     bias = (-mean / std).astype(np.float32)
     return (pixels.astype(np.float32) * scale).astype(np.float32) + bias
-
-
-def initial_model(depth, classes, seed):
-    """torchvision's ResNet with its default initialisation and batch-norm parameters and buffers away from
-    their defaults (so that a swapped weight and bias, or mean and variance, shows)."""
-    import torch
-    import torchvision
-    torch.manual_seed(seed)
-    model = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.2, 0.2)
-                module.running_mean.uniform_(-0.1, 0.1)
-                module.running_var.uniform_(0.5, 1.5)
-    return model
 
 
 def shards(count, ranks):
