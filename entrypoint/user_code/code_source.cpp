@@ -51,6 +51,8 @@ CodeSource classify_code_source(const std::string& submit_directory, const JobPa
                                                 paths.base.string()));
   }
   source.path = *local;
+  // "/opt/ml/code/" names the code folder as "/opt/ml/code" does.
+  if (!source.path.has_filename() && source.path.has_relative_path()) source.path = source.path.parent_path();
   std::error_code error;
   const auto status = std::filesystem::status(source.path, error);
   if (std::filesystem::is_directory(status)) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -22,6 +23,38 @@ constexpr EnumName<ProgramKind> kind_names[] = {
 bool safe_character(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
          c == '+' || c == '-' || c == '/';
+}
+
+// A byte a message can show as it is: printable ASCII, or part of a UTF-8 character.
+std::string printable(std::string_view text) {
+  std::string shown;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    shown += byte >= 0x20 && byte != 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", byte);
+  }
+  return shown;
+}
+
+// The characters of `program` that may not name it, each whole (a UTF-8 sequence is one character, so that
+// "tr\u00e4in.py" is said to hold '\u00e4', not two stray bytes), shown printable.
+std::set<std::string> unsupported_characters(std::string_view program) {
+  std::set<std::string> found;
+  for (size_t i = 0; i < program.size();) {
+    size_t length = 1;
+    if (static_cast<unsigned char>(program[i]) >= 0xc0) {
+      while (i + length < program.size() && (static_cast<unsigned char>(program[i + length]) & 0xc0) == 0x80) {
+        ++length;
+      }
+    }
+    const auto byte = static_cast<unsigned char>(program[i]);
+    if (length == 1 && byte >= 0x80) {
+      found.insert(fmt::format("\\x{:02x}", byte));  // no UTF-8 character: shown as its byte
+    } else if (length > 1 || !safe_character(program[i])) {
+      found.insert(printable(program.substr(i, length)));
+    }
+    i += length;
+  }
+  return found;
 }
 
 bool ends_with(const std::string& text, std::string_view suffix) {
@@ -67,19 +100,19 @@ std::string_view kind_name(ProgramKind kind) { return name_of(kind_names, kind);
 std::optional<std::string> program_name_problem(const std::string& program) {
   const std::string fix = "name the program relative to the code folder, such as train.py or bin/train.sh";
   if (program.empty()) return fmt::format("the program's name is empty: {}", fix);
-  std::string unsupported;
-  for (char c : program) {
-    if (!safe_character(c) && unsupported.find(c) == std::string::npos) unsupported += c;
-  }
+  const std::set<std::string> unsupported = unsupported_characters(program);
   if (!unsupported.empty()) {
-    std::sort(unsupported.begin(), unsupported.end());
     std::vector<std::string> shown;
-    for (char c : unsupported) shown.push_back(fmt::format("'{}'", c));
-    return fmt::format("the program \"{}\" contains {}: only letters, digits and . _ + - / may name it; {}", program,
-                       fmt::join(shown, ", "), fix);
+    for (const auto& character : unsupported) shown.push_back(fmt::format("'{}'", character));
+    return fmt::format("the program \"{}\" contains {}: only letters, digits and . _ + - / may name it; {}",
+                       printable(program), fmt::join(shown, ", "), fix);
   }
   if (program.front() == '-') {
     return fmt::format("the program \"{}\" starts with '-', which is read as an option; {}", program, fix);
+  }
+  if (program.front() == '+') {
+    // The toolkit's rule: a name starts with a letter, a digit, '.' or '_'.
+    return fmt::format("the program \"{}\" starts with '+'; {}", program, fix);
   }
   if (program.front() == '/') return fmt::format("the program \"{}\" is an absolute path; {}", program, fix);
   std::string_view rest(program);
@@ -106,7 +139,8 @@ bool pyproject_declares_package(std::string_view text) {
     std::string table = line.substr(start + 1, close - start - 1);
     table.erase(std::remove_if(table.begin(), table.end(), [](char c) { return c == ' ' || c == '\t'; }),
                 table.end());
-    if (table == "project" || table == "build-system") return true;
+    // [project.scripts] and the like define [project] too.
+    if (table == "project" || table.rfind("project.", 0) == 0 || table == "build-system") return true;
   }
   return false;
 }

@@ -29,7 +29,7 @@ std::optional<std::string> program_name_problem(const std::string& program);
 // a command.
 ProgramKind program_kind(const std::filesystem::path& folder, const std::string& program);
 
-// Whether a pyproject.toml's text declares a package: a [project] or [build-system] table.
+// Whether a pyproject.toml's text declares a package: a [project] (or [project.*]) or [build-system] table.
 bool pyproject_declares_package(std::string_view text);
 
 // Why the program cannot be run from `folder`: it is not there (saying what the folder holds), or it leads

@@ -169,6 +169,17 @@ def member_path(member):
     return "/".join(parts)
 
 
+def hard_link_target(member):
+    """The path of the file a hard link member names, or a refusal naming the link."""
+    if member.linkname.startswith("/"):
+        raise hostile(member, "is a hard link to an absolute name (%s)" % member.linkname)
+    parts = [part for part in member.linkname.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise hostile(member, "is a hard link that climbs out of the code folder through '..' (to %s)"
+                      % member.linkname)
+    return "/".join(parts)
+
+
 def check_members(members):
     """Every member judged before anything is written: (path, member) in archive order."""
     checked = []
@@ -191,7 +202,7 @@ def check_members(members):
             if resolved == ".." or resolved.startswith("../"):
                 raise hostile(member, "is a symbolic link that leads out of the code folder (to %s)" % target)
         if member.islnk():
-            target = member_path(tarfile.TarInfo(member.linkname))
+            target = hard_link_target(member)
             if kinds.get(target) != "file":
                 raise hostile(member, "is a hard link to %r, which is no regular file earlier in the archive"
                               % member.linkname)
@@ -216,12 +227,12 @@ def unpack(archive, into):
         raise Refusal("damaged_archive", "%s is damaged: %s" % (archive, error))
     except OSError as error:
         raise Refusal("not_found", "cannot read %s: %s" % (archive, error))
-    except tarfile.ReadError as error:
+    except tarfile.ReadError:
         with open(archive, "rb") as file:
             start = file.read(16)
-        raise Refusal("not_archive", "%s is not a tar archive, gzip'ed or not (%s; it starts with %r): "
-                      "sagemaker_submit_directory must name a .tar.gz such as the SDK's sourcedir.tar.gz, or a folder"
-                      % (archive, error, start))
+        raise Refusal("not_archive", "%s is not a tar archive (neither gzip'ed, bzip2'ed, xz'ed nor plain; it starts "
+                      "with %r): sagemaker_submit_directory must name a .tar.gz such as the SDK's sourcedir.tar.gz, "
+                      "or a folder" % (archive, start))
     files = 0
     size = 0
     with tar:
@@ -244,8 +255,7 @@ def unpack(archive, into):
                     links.append((path, target, member))
                 elif member.islnk():
                     replace(target)
-                    os.link(os.path.join(root, member_path(tarfile.TarInfo(member.linkname))), target,
-                            follow_symlinks=False)
+                    os.link(os.path.join(root, hard_link_target(member)), target, follow_symlinks=False)
                     files += 1
                 else:
                     replace(target)
@@ -322,7 +332,9 @@ def main(argv):
         log("unpacking %s" % (source if archive == source else os.path.basename(source)))
         result["files"], result["bytes"] = unpack(archive, into)
     except Refusal as refusal:
-        result = {"ok": False, "kind": refusal.kind, "message": str(refusal)}
+        # One line: it becomes the first line of the job's failure file.
+        message = "; ".join(line.strip() for line in str(refusal).splitlines() if line.strip())
+        result = {"ok": False, "kind": refusal.kind, "message": message}
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0 if result["ok"] else 1
