@@ -1,5 +1,6 @@
 #include "common/paths.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace train {
@@ -10,6 +11,18 @@ JobPaths JobPaths::from_environment() {
     paths.base = base;
   }
   return paths;
+}
+
+std::optional<std::filesystem::path> JobPaths::relocated(const std::filesystem::path& given) const {
+  const std::filesystem::path path = given.lexically_normal();
+  if (base == sagemaker_base_path) return path;
+  const auto relative = path.lexically_relative(sagemaker_base_path);
+  if (!relative.empty() && *relative.begin() != "..") return relative == "." ? base : base / relative;
+  if (std::mismatch(sagemaker_base_path.begin(), sagemaker_base_path.end(), given.begin(), given.end()).first ==
+      sagemaker_base_path.end()) {
+    return std::nullopt;
+  }
+  return path;
 }
 
 }  // namespace train

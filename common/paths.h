@@ -2,12 +2,16 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace train {
 
+// SageMaker's own /opt/ml, which paths in a job's config files and hyperparameters name.
+inline const std::filesystem::path sagemaker_base_path = "/opt/ml";
+
 struct JobPaths {
-  std::filesystem::path base = "/opt/ml";
+  std::filesystem::path base = sagemaker_base_path;
   // `train validate DIR` may name the config directory itself; empty means base/input/config.
   std::filesystem::path config_override;
 
@@ -36,6 +40,13 @@ struct JobPaths {
   // stop request to say whether one was written.
   static constexpr const char* checkpoint_file_name = "checkpoint.safetensors";
   std::filesystem::path tensorboard() const { return base / "output" / "tensorboard"; }
+  // The user's code in script mode (sagemaker_submit_directory is fetched there).
+  std::filesystem::path code() const { return base / "code"; }
+
+  // An absolute path a job names, as this job sees it: normalised, and under a relocated base a path below
+  // /opt/ml is taken below `base`. nullopt for a path that starts at /opt/ml and climbs out of it through
+  // ".." when the base is relocated (/opt/ml/checkpoints/../../x): it would leave the job's own folder.
+  std::optional<std::filesystem::path> relocated(const std::filesystem::path& given) const;
 };
 
 }  // namespace train

@@ -37,6 +37,9 @@ constexpr WholeRule whole_rules[] = {
     {WholeVariable::registration_timeout_seconds, "TRAIN_REGISTRATION_TIMEOUT_SECONDS", 600, 1, ten_days, "seconds"},
     // SageMaker's longest MaxRuntimeInSeconds, 28 days, is also the most.
     {WholeVariable::idle_host_timeout_seconds, "TRAIN_IDLE_HOST_TIMEOUT_SECONDS", 2419200, 1, 2419200, "seconds"},
+    // Script mode's code: its download and unpacking, and pip (entrypoint/user_code/).
+    {WholeVariable::code_fetch_timeout_seconds, "TRAIN_CODE_FETCH_TIMEOUT_SECONDS", 1800, 1, ten_days, "seconds"},
+    {WholeVariable::code_install_timeout_seconds, "TRAIN_CODE_INSTALL_TIMEOUT_SECONDS", 3600, 1, ten_days, "seconds"},
     {WholeVariable::registration_port, "TRAIN_REGISTRATION_PORT", 7627, 1, 65535, ""},
     {WholeVariable::ssh_port, "TRAIN_SSH_PORT", 22, 1, 65535, ""},
     {WholeVariable::straggler_intervals, "TRAIN_STRAGGLER_INTERVALS", 3, 1, 999999, "log intervals"},

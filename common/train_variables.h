@@ -30,6 +30,8 @@ enum class WholeVariable {
   master_linger_seconds,
   registration_timeout_seconds,
   idle_host_timeout_seconds,
+  code_fetch_timeout_seconds,
+  code_install_timeout_seconds,
   registration_port,
   ssh_port,
   straggler_intervals,

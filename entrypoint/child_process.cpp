@@ -86,7 +86,10 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const Environment
       ::dup2(out_pipe[1], STDOUT_FILENO);
       ::dup2(err_pipe[1], STDERR_FILENO);
     }
-    int error = program.exec(envp.data());
+    // A folder it cannot enter is told apart from a program it cannot run by its sign.
+    int error = !options.working_directory.empty() && ::chdir(options.working_directory.c_str()) != 0
+                    ? -errno
+                    : program.exec(envp.data());
     ssize_t ignored = ::write(exec_status_pipe[1], &error, sizeof error);
     (void)ignored;
     ::_exit(127);
@@ -107,6 +110,11 @@ ChildProcess spawn_child(const std::vector<std::string>& argv, const Environment
     ::waitpid(pid, &status, 0);
     close_if_open(out_pipe[0]);
     close_if_open(err_pipe[0]);
+    if (exec_error < 0) {
+      throw SpawnError(fmt::format("cannot run {} in {}: {}", argv[0], options.working_directory,
+                                   std::strerror(-exec_error)),
+                       -exec_error);
+    }
     throw SpawnError(fmt::format("cannot run {}: {}", argv[0], std::strerror(exec_error)), exec_error);
   }
 

@@ -22,6 +22,7 @@ struct SpawnOptions {
   bool capture_output = true;    // pipes for stdout and stderr, else inherit ours
   bool new_process_group = true; // so a signal to the group reaches it and all it started
   bool die_with_parent = false;  // SIGKILL it if this process dies first (a wrapper must not leave orphans)
+  std::string working_directory;  // where it starts; empty: ours
 };
 
 // Why a child could not be started; `error` is the errno of the call that failed (exec's, when exec did).

@@ -10,6 +10,7 @@
 #include "entrypoint/program_exec.h"
 #include "entrypoint/rank_exec.h"
 #include "entrypoint/shared_memory_sweep.h"
+#include "entrypoint/user_code/prepare_code_command.h"
 #include "entrypoint/validate_command.h"
 #include "job/gpu_inventory.h"
 #include "job/hyperparameter_schema.h"
@@ -153,6 +154,10 @@ int dispatch(const std::vector<std::string>& args) {
     std::string table = hyperparameter_table_markdown();
     fmt::print("{}", table);
     return exit_code::success;
+  }
+  // Script mode's code fetched and installed alone, as the launcher does before the ranks start (for tests).
+  if (command == "prepare-code") {
+    return user_code::run_prepare_code(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   if (command == "rank" && args.size() == 1) return run_rank();
   if (command == "rank-exec" && args.size() >= 3 && args[1] == "--") {

@@ -11,8 +11,6 @@ namespace train {
 
 namespace {
 
-const std::filesystem::path sagemaker_base = "/opt/ml";
-
 // The LocalPath of `file`, or `fallback` when the file or its LocalPath is absent.
 std::filesystem::path local_path(const std::filesystem::path& file, const JobPaths& paths,
                                  const std::filesystem::path& fallback) {
@@ -24,25 +22,18 @@ std::filesystem::path local_path(const std::filesystem::path& file, const JobPat
   if (it == document.end() || it->is_null()) return fallback;
   if (!it->is_string() || it->get_ref<const std::string&>().empty() || it->get_ref<const std::string&>()[0] != '/') {
     throw ConfigError(fmt::format("{}: \"LocalPath\": expected an absolute path such as \"{}\", got {}",
-                                  file.string(), (sagemaker_base / fallback.lexically_relative(paths.base)).string(),
+                                  file.string(),
+                                  (sagemaker_base_path / fallback.lexically_relative(paths.base)).string(),
                                   describe_json_value(*it)));
   }
   const std::filesystem::path given(it->get<std::string>());
-  std::filesystem::path path = given.lexically_normal();
-  auto relative = path.lexically_relative(sagemaker_base);
-  const bool under_sagemaker_base = !relative.empty() && *relative.begin() != "..";
-  if (paths.base == sagemaker_base) return path;
-  if (under_sagemaker_base) return paths.base / relative;
+  if (auto path = paths.relocated(given)) return *path;
   // A relocated job maps /opt/ml into its own folder. A path that starts there and climbs out through ".."
   // would leave that folder (normalised first, /opt/ml/checkpoints/../../x became /x): say so rather than guess.
-  if (std::mismatch(sagemaker_base.begin(), sagemaker_base.end(), given.begin(), given.end()).first ==
-      sagemaker_base.end()) {
-    throw ConfigError(fmt::format("{}: \"LocalPath\": \"{}\" leads out of /opt/ml through \"..\", and this job's "
-                                  "/opt/ml is {} (SAGEMAKER_BASE_DIR): name a folder under /opt/ml, or another folder "
-                                  "without \"..\"",
-                                  file.string(), given.string(), paths.base.string()));
-  }
-  return path;
+  throw ConfigError(fmt::format("{}: \"LocalPath\": \"{}\" leads out of /opt/ml through \"..\", and this job's "
+                                "/opt/ml is {} (SAGEMAKER_BASE_DIR): name a folder under /opt/ml, or another folder "
+                                "without \"..\"",
+                                file.string(), given.string(), paths.base.string()));
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ packages=(
   python3-venv python3-absl           # build-python/: TensorBoard's own reader for tests/training/test_reports.py
   python3-dev                         # build-toolkit/: sagemaker-training compiles its gethostname extension
   docker-compose                      # tests/sdk: the SageMaker SDK's local mode runs compose 1.29 against Podman
+  python3-pip python3-boto3           # script mode: pip installs the code's requirements; boto3 fetches it from S3
 )
 
 mkdir -p build
@@ -88,6 +89,15 @@ if ! build-sdk/bin/python -c "import sagemaker.local" 2>/dev/null; then
   echo "setup: installing the SageMaker Python SDK into build-sdk/"
   logged sdk-venv /usr/bin/python3 -m venv build-sdk
   logged sdk build-sdk/bin/pip install --disable-pip-version-check "sagemaker>=2.200,<3"
+fi
+
+# A local S3 (with IAM's access checks) for tests/user_code: moto's server mode from PyPI (Debian has no moto),
+# in a venv of its own; only its S3 and IAM services and the server's Flask.
+if ! build-moto/bin/python -c "import moto.server, moto.s3, moto.iam, flask_cors" 2>/dev/null; then
+  echo "setup: installing moto's S3 server into build-moto/"
+  logged moto-venv /usr/bin/python3 -m venv build-moto
+  logged moto build-moto/bin/pip install --disable-pip-version-check "moto[s3,iam]==5.2.5" flask==3.1.3 \
+    flask-cors==6.0.5
 fi
 
 jobs="${SETUP_JOBS:-$(nproc)}"

@@ -27,6 +27,7 @@ FOLDERS = [
     ("kernels/cuda/", "train::kernels::cuda"),
     ("kernels/cpu/", "train::kernels"),
     ("kernels/", "train::kernels"),
+    ("entrypoint/user_code/", "train::user_code"),
     ("entrypoint/", "train"),
     ("job/", "train"),
     ("common/", "train"),
