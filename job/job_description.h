@@ -1,5 +1,8 @@
 // Everything `train` knows about its job, read and checked in one place: the cluster, the
-// hyperparameters, the channels, this host's resources, and what follows from them (device, ranks).
+// hyperparameters, the channels, this host's resources, and what follows from them (device, ranks), each
+// worked out once here and read as a field (the sagemaker-training toolkit's Environment). The launcher and
+// every rank make it by the same call, load_job_description; nothing after it reads a hyperparameter by its
+// name.
 #pragma once
 
 #include "common/environment_map.h"
@@ -11,6 +14,7 @@
 #include "job/platform_keys.h"
 #include "job/resource_config.h"
 #include "job/step_range.h"
+#include "job/training_choices.h"
 #include "job/training_hosts.h"
 
 #include <nlohmann/json.hpp>
@@ -46,8 +50,8 @@ struct JobDescription {
   InputDataConfig input;
   OutputLocations outputs;  // checkpoints and TensorBoard files
   HostResources resources;
-  std::string device;  // "cuda" or "cpu", resolved from the `device` hyperparameter
-  std::string precision;  // "float32" or "bfloat16", resolved
+  Device device = Device::cpu;  // the `device` hyperparameter resolved by this host's GPUs
+  Precision precision = Precision::float32;  // precision_dtype, else by the device
   int ranks_per_host = 1;
   // TRAIN_RANKS_SHARE_GPUS=1 (a check, not a way to train): more ranks than GPUs on a host are allowed, and
   // each rank looks to NCCL like a host of its own (runtime/rank_main.cpp), so that two ranks on one GPU
