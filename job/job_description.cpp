@@ -114,12 +114,16 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
     else if (wanted == DeviceChoice::automatic) host_problem(std::move(message));
   }
 
+  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm splits it
+  // (job/training_requirements.cpp holds each rank to at least two images).
   const int batch = hp.mini_batch_size;
   if (job.ranks_per_host > 0 && batch % job.ranks_per_host != 0) {
     problems.add(fmt::format("hyperparameter `mini_batch_size` is {} but it is split evenly over the {} ranks of "
                              "each host; use a multiple of {}",
                              batch, job.ranks_per_host, job.ranks_per_host));
   }
+  job.batch_per_rank = job.ranks_per_host > 0 ? batch / job.ranks_per_host : 0;
+  job.bucket_bytes = static_cast<size_t>(hp.fusion_threshold_mb * 1024.0 * 1024.0);
 }
 
 }  // namespace

@@ -54,8 +54,7 @@ void check_training_requirements(const JobDescription& job, bool channels_read, 
                    "only (it is read whole every epoch): set its TrainingInputMode to File or FastFile");
     }
   }
-  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm splits it.
-  const int64_t batch_per_rank = job.ranks_per_host > 0 ? hp.mini_batch_size / job.ranks_per_host : 0;
+  const int batch_per_rank = job.batch_per_rank;  // mini_batch_size split over the host's ranks
   if (job.ranks_per_host > 0 && batch_per_rank < 2) {
     problems.add(fmt::format("hyperparameter `mini_batch_size` gives each of the {} ranks per host {} image{}; batch "
                              "norm needs at least 2 per rank, so use at least {}",

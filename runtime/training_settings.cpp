@@ -29,8 +29,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.height = hp.image_shape.height;
   settings.width = hp.image_shape.width;
   settings.num_classes = hp.num_classes;
-  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm.
-  settings.batch_per_rank = hp.mini_batch_size / job.ranks_per_host;
+  settings.batch_per_rank = job.batch_per_rank;
   settings.global_batch = int64_t{settings.batch_per_rank} * identity.size;
   settings.epochs = hp.epochs;
   settings.max_steps = hp.max_steps;
@@ -49,7 +48,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.shuffle = hp.shuffle;
   settings.seed = hp.seed;
   settings.checkpoint_frequency = hp.checkpoint_frequency;
-  settings.bucket_bytes = static_cast<size_t>(hp.fusion_threshold_mb * 1024.0 * 1024.0);
+  settings.bucket_bytes = job.bucket_bytes;
   settings.data_format = hp.data_format;
   settings.tfrecord_label_offset = hp.tfrecord_label_offset;
   settings.skip_corrupt = hp.skip_corrupt;

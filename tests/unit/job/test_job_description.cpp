@@ -130,6 +130,24 @@ TEST_CASE("job description: a two-host SageMaker job on GPU hosts", "[job_descri
   CHECK(effective.at("warnings") == nlohmann::json::array());
 }
 
+TEST_CASE("job description: each rank's batch and the buckets' bytes are worked out once", "[job_description]") {
+  TempJobDir dir;
+  dir.add_train_channel();
+  SECTION("the defaults: 256 images per host, 25 MiB buckets") {
+    auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+    CHECK(job.ranks_per_host == 8);
+    CHECK(job.batch_per_rank == 32);
+    CHECK(job.bucket_bytes == size_t{25} << 20);
+  }
+  SECTION("mini_batch_size split over processes_per_host; fusion_threshold_mb in bytes") {
+    dir.write_config("hyperparameters.json",
+                     R"({"mini_batch_size": "96", "processes_per_host": "3", "fusion_threshold_mb": "0.5"})");
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+    CHECK(job.batch_per_rank == 32);
+    CHECK(job.bucket_bytes == 524288);
+  }
+}
+
 TEST_CASE("job description: device and ranks follow the host", "[job_description]") {
   TempJobDir dir;
   dir.add_train_channel();
