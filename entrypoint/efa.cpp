@@ -35,7 +35,7 @@ bool efa_supports_rdma(const std::string& instance_type) {
 
 std::vector<std::string> apply_efa_settings(const JobDescription& job, const EfaDevices& efa, EnvironmentMap& environment) {
   std::vector<std::string> lines;
-  if (job.device != "cuda" || job.cluster.single_host()) return lines;  // NCCL does not leave the host
+  if (job.device != Device::cuda || job.cluster.single_host()) return lines;  // NCCL does not leave the host
   if (efa.devices.empty()) {
     lines.push_back(fmt::format("warning: host {} has no EFA device (no /sys/class/infiniband entry with the efa "
                                 "driver): NCCL will use TCP sockets between hosts, which is much slower on GPU "

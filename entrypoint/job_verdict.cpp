@@ -77,7 +77,7 @@ std::string out_of_memory_hint(const JobDescription& job, const JobEndFacts& fac
   const std::string remedy =
       (job.workload == Workload::train_resnet
            ? fmt::format("lower mini_batch_size ({} images per host over {} ranks) or image_shape",
-                         job.hyperparameters.integer("mini_batch_size"), job.ranks_per_host)
+                         job.hyperparameters.mini_batch_size, job.ranks_per_host)
            : std::string("use less memory per rank")) +
       ", run fewer ranks per host (processes_per_host), or use an instance with more memory";
   if (struck > 0) {
@@ -129,7 +129,7 @@ JobVerdict mpirun_refused(const JobDescription& job, const JobEndFacts& facts) {
   JobVerdict verdict;
   verdict.exit_code = exit_code::launch_failed;
   verdict.summary = fmt::format("mpirun refused its command line: {}.", facts.mpirun_messages.usage_error());
-  const auto options = job.hyperparameters.custom_mpi_options();
+  const auto options = job.hyperparameters.custom_mpi_words();
   if (!options.empty()) {
     verdict.details.push_back(fmt::format("The hyperparameter custom_mpi_options adds \"{}\" to it; check those "
                                           "options against the image's `mpirun --help`.",

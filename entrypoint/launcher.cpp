@@ -102,7 +102,7 @@ class JobRun {
     auto command =
         build_mpirun_command(job_, settings_.rank_program, ranks_environment, settings_.mpirun, settings_.hostfile);
     log_info("starting {} ranks ({} per host on {} host{}) on {}", job_.world_size(), job_.ranks_per_host,
-             job_.cluster.hosts.size(), job_.cluster.hosts.size() == 1 ? "" : "s", job_.device);
+             job_.cluster.hosts.size(), job_.cluster.hosts.size() == 1 ? "" : "s", device_name(job_.device));
     std::string shown;
     for (const auto& word : command) shown += (shown.empty() ? "" : " ") + word;
     log_info("mpirun command: {}", shown);

@@ -105,7 +105,7 @@ int launch(const std::vector<std::string>& user_command) {
   for (const auto& warning : job.warnings) log_info("warning: {}", warning);
   log_info("{} job: host {} of [{}], master {}, {} rank(s) per host, device {}", to_string(job.cluster.platform),
            job.cluster.current_host, fmt::join(job.cluster.hosts, ", "), job.cluster.master_host, job.ranks_per_host,
-           job.device);
+           device_name(job.device));
   if (!user_command.empty()) {
     std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
     log_info("each rank runs: {}{}{}", fmt::join(user_command, " "), arguments.empty() ? "" : " ", arguments);

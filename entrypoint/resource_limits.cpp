@@ -60,7 +60,7 @@ std::optional<LimitNeed> file_size_need(const JobDescription& job, std::optional
   LimitNeed need;
   need.resource = RLIMIT_FSIZE;
   need.least = *checkpoint_bytes;
-  need.who = fmt::format("the checkpoint of ResNet-{}", job.hyperparameters.integer("num_layers"));
+  need.who = fmt::format("the checkpoint of ResNet-{}", job.hyperparameters.num_layers);
   return need;
 }
 

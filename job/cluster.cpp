@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/enum_names.h"
 #include "common/json_file.h"
+#include "job/master_election.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -30,11 +31,10 @@ bool ClusterDescription::trains_here() const {
 ClusterDescription cluster_from_sagemaker(const ResourceConfig& config) {
   ClusterDescription cluster;
   cluster.platform = JobPlatform::sagemaker;
-  cluster.hosts = config.hosts;  // already sorted by parse_resource_config
+  cluster.all_hosts = config.hosts;
   cluster.current_host = config.current_host;
-  cluster.master_host = cluster.hosts.front();
-  cluster.all_hosts = cluster.hosts;
   cluster.network_interface = config.network_interface_name;
+  elect_master(cluster);
   return cluster;
 }
 
@@ -99,25 +99,19 @@ ClusterDescription cluster_from_batch(const EnvironmentMap& environment) {
   if (info.num_nodes > 1) info.job_id = read_job_id(environment);
   ClusterDescription cluster;
   cluster.platform = JobPlatform::aws_batch;
-  auto node_name = [](int index) { return fmt::format("node-{}", index); };
-  cluster.hosts.push_back(node_name(info.main_node_index));
-  for (int index = 0; index < info.num_nodes; ++index) {
-    if (index != info.main_node_index) cluster.hosts.push_back(node_name(index));
-  }
-  cluster.current_host = node_name(info.node_index);
-  cluster.master_host = node_name(info.main_node_index);
-  cluster.all_hosts = cluster.hosts;
+  for (int index = 0; index < info.num_nodes; ++index) cluster.all_hosts.push_back(fmt::format("node-{}", index));
+  cluster.current_host = cluster.all_hosts.at(static_cast<size_t>(info.node_index));
   cluster.batch = info;
+  elect_master(cluster);
   return cluster;
 }
 
 ClusterDescription cluster_for_local_host(const std::string& host_name) {
   ClusterDescription cluster;
   cluster.platform = JobPlatform::local;
-  cluster.hosts = {host_name};
+  cluster.all_hosts = {host_name};
   cluster.current_host = host_name;
-  cluster.master_host = host_name;
-  cluster.all_hosts = cluster.hosts;
+  elect_master(cluster);
   return cluster;
 }
 

@@ -1,6 +1,6 @@
 // The cluster description: the same shape whether the job came from SageMaker's resourceconfig.json,
 // AWS Batch multi-node variables, or nothing at all (a local run). Every host computes it the same way,
-// so every host agrees on the master without talking.
+// so every host agrees on the master without talking (how the master is chosen: job/master_election.h).
 #pragma once
 
 #include "common/environment_map.h"
@@ -27,7 +27,7 @@ struct BatchNodeInfo {
 
 struct ClusterDescription {
   JobPlatform platform = JobPlatform::local;
-  std::vector<std::string> hosts;  // the hosts that train, master first for SageMaker (sorted) and Batch (by index)
+  std::vector<std::string> hosts;  // the hosts that train, in rank order: the master first (job/master_election.h)
   // Every host of the job. Hosts outside `hosts` (instance groups left out of the distribution on a
   // heterogeneous SageMaker cluster: job/training_hosts.h) run no rank; they wait for the job's end.
   std::vector<std::string> all_hosts;
@@ -41,11 +41,11 @@ struct ClusterDescription {
   bool trains_here() const;
 };
 
-// SageMaker: master = first of the sorted hosts.
+// SageMaker: every host of resourceconfig.json trains.
 ClusterDescription cluster_from_sagemaker(const ResourceConfig& config);
 
-// AWS Batch multi-node: hosts are named "node-<index>" until the main node learns their addresses;
-// master = the main node. Throws ConfigError naming the variable that is missing or wrong.
+// AWS Batch multi-node: hosts are named "node-<index>" until the main node learns their addresses. Throws
+// ConfigError naming the variable that is missing or wrong.
 ClusterDescription cluster_from_batch(const EnvironmentMap& environment);
 
 // No job description: this host alone.

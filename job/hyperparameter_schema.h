@@ -1,12 +1,18 @@
-// The one typed schema of every hyperparameter `train` accepts: type, default, allowed values, help.
-// Validation, `train validate`, `train hyperparameters` and docs/hyperparameters.md's table all come from it.
+// The one typed schema of every hyperparameter `train` accepts: type, default, allowed values, help, and the
+// field of HyperparameterValues that holds it. Validation, the typed values, `train validate`, `train
+// hyperparameters` and docs/hyperparameters.md's table all come from it.
 #pragma once
+
+#include "job/hyperparameter_values.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace train {
@@ -14,6 +20,10 @@ namespace train {
 // The most ranks one host runs (processes_per_host's maximum); an AWS Batch child that registers more
 // slots than this is refused.
 inline constexpr int max_processes_per_host = 1024;
+// num_classes' bounds: what a classifier needs at least, and the most classes a model may have (the
+// training data's labels are held to them when the data decides the classes).
+inline constexpr int fewest_classes = 2;
+inline constexpr int most_classes = 1000000;
 
 enum class HyperparameterType {
   integer,        // whole number within [minimum, maximum], optionally one of `choices`
@@ -27,9 +37,20 @@ enum class HyperparameterType {
   step_range,     // "11-20": the first and last of a range of steps (job/step_range.h)
 };
 
+// A value as its row's check yields it, before it is stored in its field.
+using HyperparameterValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+// Where a row's checked value goes in HyperparameterValues, and how that field reads back for the effective
+// configuration (null when it is empty).
+struct HyperparameterField {
+  void (*store)(HyperparameterValues& values, const HyperparameterValue& value) = nullptr;
+  nlohmann::json (*show)(const HyperparameterValues& values) = nullptr;
+};
+
 struct HyperparameterSpec {
   std::string_view name;
   HyperparameterType type;
+  HyperparameterField field;
   // The default as the user would write it; nullopt when it depends on the job (shown as `default_note`).
   std::optional<std::string_view> default_value;
   std::string_view default_note;  // for the table when default_value is nullopt, e.g. "from the data"

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace train {
@@ -160,52 +161,21 @@ std::optional<HyperparameterValue> convert(const HyperparameterSpec& spec, const
   return std::nullopt;
 }
 
-const HyperparameterValue& lookup(const std::map<std::string, HyperparameterValue>& values, std::string_view name) {
-  auto it = values.find(std::string(name));
-  if (it == values.end()) throw std::logic_error(fmt::format("hyperparameter {} has no value", name));
-  return it->second;
-}
-
-template <typename V>
-const V& typed(const std::map<std::string, HyperparameterValue>& values, std::string_view name) {
-  const auto& value = lookup(values, name);
-  if (!std::holds_alternative<V>(value)) throw std::logic_error(fmt::format("hyperparameter {} read as wrong type", name));
-  return std::get<V>(value);
-}
-
 }  // namespace
 
-int64_t Hyperparameters::integer(std::string_view name) const { return typed<int64_t>(values_, name); }
-double Hyperparameters::real(std::string_view name) const { return typed<double>(values_, name); }
-bool Hyperparameters::boolean(std::string_view name) const { return typed<bool>(values_, name); }
-const std::string& Hyperparameters::text(std::string_view name) const { return typed<std::string>(values_, name); }
-const std::vector<int64_t>& Hyperparameters::integers(std::string_view name) const {
-  return typed<std::vector<int64_t>>(values_, name);
-}
-
-std::optional<int64_t> Hyperparameters::optional_integer(std::string_view name) const {
-  if (!has(name)) return std::nullopt;
-  return integer(name);
-}
-
-std::vector<std::string> Hyperparameters::custom_mpi_options() const {
-  return split_shell_words(text("custom_mpi_options"), "hyperparameter `custom_mpi_options`");
+std::vector<std::string> Hyperparameters::custom_mpi_words() const {
+  return split_shell_words(custom_mpi_options, "hyperparameter `custom_mpi_options`");
 }
 
 CustomMpiOptions Hyperparameters::mpi_options() const {
-  return parse_custom_mpi_options(text("custom_mpi_options"), "hyperparameter `custom_mpi_options`");
+  return parse_custom_mpi_options(custom_mpi_options, "hyperparameter `custom_mpi_options`");
 }
 
 nlohmann::json Hyperparameters::effective() const {
   nlohmann::json result = nlohmann::json::object();
   for (const auto& spec : hyperparameter_schema()) {
-    auto it = values_.find(std::string(spec.name));
-    if (it == values_.end() && !considered_.count(std::string(spec.name))) continue;  // a user command's key
-    if (it == values_.end()) {
-      result[std::string(spec.name)] = nullptr;
-      continue;
-    }
-    std::visit([&](const auto& value) { result[std::string(spec.name)] = value; }, it->second);
+    if (workload_ == Workload::user_command && !spec.launcher) continue;  // a user command's key
+    result[std::string(spec.name)] = spec.field.show(*this);
   }
   return result;
 }
@@ -214,17 +184,15 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
                                       Workload workload, const PythonValue* toolkit_document) {
   require_json_object(document, source, "mapping hyperparameter names to string values");
   Hyperparameters result;
+  result.workload_ = workload;
   ConfigProblems problems;
   std::map<std::string, std::string> given_through;  // schema name -> the key that set it
+  std::map<std::string, HyperparameterValue> checked;  // schema name -> its value, for an alias's comparison
 
   // The keys this workload reads: every schema key for train's own training, the launcher's for a command.
-  auto applies = [&](const HyperparameterSpec& spec) { return workload == Workload::train_resnet || spec.launcher; };
   std::vector<std::string_view> known_names;
   for (const auto& spec : hyperparameter_schema()) {
-    if (applies(spec)) {
-      known_names.push_back(spec.name);
-      result.considered_.insert(std::string(spec.name));
-    }
+    if (workload == Workload::train_resnet || spec.launcher) known_names.push_back(spec.name);
   }
 
   if (toolkit_document != nullptr && toolkit_document->kind == PythonValue::Kind::dict) {
@@ -276,7 +244,7 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
       }
     }
     if (auto earlier = given_through.find(name); earlier != given_through.end()) {
-      if (result.values_[name] != *value) {
+      if (checked[name] != *value) {
         problems.add(fmt::format("hyperparameters `{}` and `{}` mean the same setting but have different values; "
                                  "set only one",
                                  earlier->second, key));
@@ -284,18 +252,22 @@ Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std:
       continue;
     }
     given_through[name] = key;
-    result.values_[name] = *value;
+    checked[name] = *value;
     result.given_.insert(name);
   }
   problems.throw_if_any();
 
+  // Every field gets its value: what the job gave, else the schema's default (a key without one stays empty).
+  // A user command's file is read for the launcher's keys only; train's own keep their defaults.
   for (const auto& spec : hyperparameter_schema()) {
     std::string name(spec.name);
-    if (result.values_.count(name) || !spec.default_value || !applies(spec)) continue;
-    auto value = convert(spec, decode_hyperparameter_value(nlohmann::json(std::string(*spec.default_value))),
-                         std::string(*spec.default_value));
-    if (!value) throw std::logic_error("schema default does not validate: " + name);
-    result.values_[name] = *value;
+    if (checked.count(name) == 0 && spec.default_value) {
+      auto value = convert(spec, decode_hyperparameter_value(nlohmann::json(std::string(*spec.default_value))),
+                           std::string(*spec.default_value));
+      if (!value) throw std::logic_error("schema default does not validate: " + name);
+      checked[name] = *value;
+    }
+    if (auto value = checked.find(name); value != checked.end()) spec.field.store(result, value->second);
   }
   return result;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "job/hyperparameter_schema.h"
+#include "job/hyperparameter_values.h"
 #include "job/mpi_options.h"
 #include "job/python_value.h"
 
@@ -9,11 +10,9 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace train {
@@ -23,21 +22,13 @@ namespace train {
 // every other key goes to the command as the toolkit passes it.
 enum class Workload { train_resnet, user_command };
 
-using HyperparameterValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
-
-class Hyperparameters {
+// The hyperparameters of a job, read once: every schema key as a typed field (HyperparameterValues, each
+// filled by its schema row: what the job gave, else the default), and the file as the platform and a user's
+// program see it.
+class Hyperparameters : public HyperparameterValues {
  public:
-  // Typed reads; each throws std::logic_error when `name` has no value of that type (a bug, not bad input).
-  int64_t integer(std::string_view name) const;
-  double real(std::string_view name) const;
-  bool boolean(std::string_view name) const;
-  const std::string& text(std::string_view name) const;  // choice, text and mpi_arguments
-  const std::vector<int64_t>& integers(std::string_view name) const;  // integer_list, image_shape, step_range
-
-  bool has(std::string_view name) const { return values_.count(std::string(name)) != 0; }
   // True when the job set it (directly or through an alias), false when it is a default.
   bool given(std::string_view name) const { return given_.count(std::string(name)) != 0; }
-  std::optional<int64_t> optional_integer(std::string_view name) const;
 
   // Every key of the file, sagemaker_* included, with its value JSON-decoded as the toolkit does (the
   // platform's keys, the effective configuration and the argument-size check read it; SM_HPS and SM_HP_*
@@ -51,17 +42,16 @@ class Hyperparameters {
   // The effective settings, every schema key with its value or default, as a JSON object.
   nlohmann::json effective() const;
 
-  // `mpi_arguments` values split into arguments.
-  std::vector<std::string> custom_mpi_options() const;
+  // custom_mpi_options split into words, as the user wrote them.
+  std::vector<std::string> custom_mpi_words() const;
   // custom_mpi_options as the toolkit reads them: NCCL_DEBUG taken out, the rest for mpirun.
   CustomMpiOptions mpi_options() const;
 
  private:
   friend Hyperparameters parse_hyperparameters(const nlohmann::json& document, const std::string& source,
                                                Workload workload, const PythonValue* toolkit_document);
-  std::map<std::string, HyperparameterValue> values_;
+  Workload workload_ = Workload::train_resnet;  // which schema keys it read: all, or the launcher's
   std::set<std::string> given_;
-  std::set<std::string> considered_;  // the schema keys this workload reads
   nlohmann::json decoded_ = nlohmann::json::object();
   PythonValue toolkit_values_{PythonValue::Kind::dict};
 };

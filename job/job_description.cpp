@@ -55,21 +55,21 @@ void collect(ConfigProblems& problems, Loader&& loader) {
 void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblems& problems) {
   const auto& hp = job.hyperparameters;
   const bool own_training = job.workload == Workload::train_resnet;
-  const std::string wanted = hp.has("device") ? hp.text("device") : "auto";  // a user command's: auto
+  const DeviceChoice wanted = hp.device;  // a user command's: auto, the default
   auto host_problem = [&](std::string message) {
     if (mode == CheckMode::this_host) problems.add(std::move(message));
     else job.warnings.push_back(std::move(message) + " (on the machine that ran `train validate`)");
   };
-  if (wanted == "cuda" && job.resources.gpus == 0) {
+  if (wanted == DeviceChoice::cuda && job.resources.gpus == 0) {
     host_problem(fmt::format("hyperparameter `device` is \"cuda\" but this host has no usable GPU ({}); use "
                              "device=auto or device=cpu, or run on a GPU instance",
                              job.resources.gpu_note));
   }
-  job.device = (wanted == "cpu" || job.resources.gpus == 0) ? "cpu" : "cuda";
+  job.device = (wanted == DeviceChoice::cpu || job.resources.gpus == 0) ? Device::cpu : Device::cuda;
 
-  if (auto given = hp.optional_integer("processes_per_host")) {
-    job.ranks_per_host = static_cast<int>(*given);
-  } else if (job.device == "cuda") {
+  if (hp.processes_per_host) {
+    job.ranks_per_host = *hp.processes_per_host;
+  } else if (job.device == Device::cuda) {
     job.ranks_per_host = job.resources.gpus;  // one rank per GPU
   } else {
     // On a CPU host one rank drives every core through its threads. A user command on a Trainium host gets
@@ -84,7 +84,7 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
       problems.add(fmt::format("hyperparameter `sagemaker_mpi_num_processes` is {} but the job has {} training "
                                "host{}, each running the same number of ranks; use a multiple of {}",
                                *total, hosts, hosts == 1 ? "" : "s", hosts));
-    } else if (hp.given("processes_per_host") && *total != hosts * job.ranks_per_host) {
+    } else if (hp.processes_per_host && *total != hosts * job.ranks_per_host) {
       problems.add(fmt::format("hyperparameters `sagemaker_mpi_num_processes` ({} ranks) and processes_per_host ({} "
                                "per host on {} host{}) disagree; set only one",
                                *total, job.ranks_per_host, hosts, hosts == 1 ? "" : "s"));
@@ -92,38 +92,38 @@ void resolve_device_and_ranks(JobDescription& job, CheckMode mode, ConfigProblem
       job.ranks_per_host = static_cast<int>(*total / hosts);
     }
   }
-  if (job.device == "cuda" && job.ranks_per_host > job.resources.gpus && job.ranks_share_gpus) {
+  if (job.device == Device::cuda && job.ranks_per_host > job.resources.gpus && job.ranks_share_gpus) {
     job.warnings.push_back(fmt::format("TRAIN_RANKS_SHARE_GPUS=1: {} ranks share this host's {} GPU{}, each rank "
                                        "talking to the others as if from a host of its own (for checks, not speed)",
                                        job.ranks_per_host, job.resources.gpus, job.resources.gpus == 1 ? "" : "s"));
-  } else if (job.device == "cuda" && job.ranks_per_host > job.resources.gpus) {
+  } else if (job.device == Device::cuda && job.ranks_per_host > job.resources.gpus) {
     host_problem(fmt::format("hyperparameter `processes_per_host` is {} but this host has {} GPU{}; each rank needs "
                              "its own GPU, so use at most {}",
                              job.ranks_per_host, job.resources.gpus, job.resources.gpus == 1 ? "" : "s",
                              job.resources.gpus));
   }
 
-  if (hp.has("precision_dtype")) {
-    job.precision = hp.text("precision_dtype");
-  } else {
-    job.precision = job.device == "cuda" ? "bfloat16" : "float32";
-  }
+  job.precision = hp.precision_dtype.value_or(job.device == Device::cuda ? Precision::bfloat16 : Precision::float32);
   if (!own_training) return;  // precision and batch are train's own training's
-  if (job.precision == "bfloat16" && job.device == "cpu") {
+  if (job.precision == Precision::bfloat16 && job.device == Device::cpu) {
     std::string message = "hyperparameter `precision_dtype` is \"bfloat16\" but training runs on the CPU, which "
                           "trains in float32; remove precision_dtype or set it to float32";
     // With device=cpu this is wrong on every host; with device=auto it depends on the host's GPUs; with
     // device=cuda the missing GPU was reported above.
-    if (wanted == "cpu") problems.add(std::move(message));
-    else if (wanted == "auto") host_problem(std::move(message));
+    if (wanted == DeviceChoice::cpu) problems.add(std::move(message));
+    else if (wanted == DeviceChoice::automatic) host_problem(std::move(message));
   }
 
-  int64_t batch = hp.integer("mini_batch_size");
+  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm splits it
+  // (job/training_requirements.cpp holds each rank to at least two images).
+  const int batch = hp.mini_batch_size;
   if (job.ranks_per_host > 0 && batch % job.ranks_per_host != 0) {
     problems.add(fmt::format("hyperparameter `mini_batch_size` is {} but it is split evenly over the {} ranks of "
                              "each host; use a multiple of {}",
                              batch, job.ranks_per_host, job.ranks_per_host));
   }
+  job.batch_per_rank = job.ranks_per_host > 0 ? batch / job.ranks_per_host : 0;
+  job.bucket_bytes = static_cast<size_t>(hp.fusion_threshold_mb * 1024.0 * 1024.0);
 }
 
 }  // namespace
@@ -250,7 +250,7 @@ nlohmann::json describe_effective_configuration(const JobDescription& job) {
     if (is_platform_key(key)) platform_keys[key] = value;
     else command_keys[key] = value;  // a command gets every key that is not the platform's, the launcher's too
   }
-  if (job.workload == Workload::train_resnet) hyperparameters["precision_dtype"] = job.precision;
+  if (job.workload == Workload::train_resnet) hyperparameters["precision_dtype"] = precision_name(job.precision);
   std::vector<std::string> idle_hosts;
   for (const auto& host : job.cluster.all_hosts) {
     if (std::find(job.cluster.hosts.begin(), job.cluster.hosts.end(), host) == job.cluster.hosts.end()) {
@@ -268,7 +268,7 @@ nlohmann::json describe_effective_configuration(const JobDescription& job) {
       {"master_host", job.cluster.master_host},
       {"is_master", job.cluster.is_master()},
       {"network_interface", job.cluster.network_interface},
-      {"device", job.device},
+      {"device", device_name(job.device)},
       {"gpus_on_this_host", job.resources.gpus},
       {"cpus_on_this_host", job.resources.cpus},
       {"ranks_per_host", job.ranks_per_host},

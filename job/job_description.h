@@ -1,5 +1,8 @@
 // Everything `train` knows about its job, read and checked in one place: the cluster, the
-// hyperparameters, the channels, this host's resources, and what follows from them (device, ranks).
+// hyperparameters, the channels, this host's resources, and what follows from them (device, ranks, the
+// batch of each rank, the gradient buckets' size), each worked out once here and read as a field (the
+// sagemaker-training toolkit's Environment). The launcher and every rank make it by the same call,
+// load_job_description; nothing after it reads a hyperparameter by its name.
 #pragma once
 
 #include "common/environment_map.h"
@@ -11,10 +14,12 @@
 #include "job/platform_keys.h"
 #include "job/resource_config.h"
 #include "job/step_range.h"
+#include "job/training_choices.h"
 #include "job/training_hosts.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,9 +51,12 @@ struct JobDescription {
   InputDataConfig input;
   OutputLocations outputs;  // checkpoints and TensorBoard files
   HostResources resources;
-  std::string device;  // "cuda" or "cpu", resolved from the `device` hyperparameter
-  std::string precision;  // "float32" or "bfloat16", resolved
+  Device device = Device::cpu;  // the `device` hyperparameter resolved by this host's GPUs
+  Precision precision = Precision::float32;  // precision_dtype, else by the device
   int ranks_per_host = 1;
+  // Train's own training: mini_batch_size split over the host's ranks, and fusion_threshold_mb in bytes.
+  int batch_per_rank = 0;
+  size_t bucket_bytes = 0;
   // TRAIN_RANKS_SHARE_GPUS=1 (a check, not a way to train): more ranks than GPUs on a host are allowed, and
   // each rank looks to NCCL like a host of its own (runtime/rank_main.cpp), so that two ranks on one GPU
   // train over NCCL's socket transport, as ranks on two hosts without EFA do.

@@ -98,8 +98,6 @@ ResourceConfig parse_resource_config(const nlohmann::json& document, const std::
                                   source));
   }
   config.hosts = parse_host_list(*hosts, "\"hosts\"", source);
-  // SageMaker writes them sorted; sorting again costs nothing and makes the master election independent of it.
-  std::sort(config.hosts.begin(), config.hosts.end());
   if (std::find(config.hosts.begin(), config.hosts.end(), config.current_host) == config.hosts.end()) {
     throw ConfigError(fmt::format("{}: \"current_host\" \"{}\" is not one of \"hosts\" {}; it must be listed there",
                                   source, config.current_host, quote_json_for_message(*hosts)));
@@ -135,7 +133,7 @@ ResourceConfig parse_resource_config(const nlohmann::json& document, const std::
       if (auto group_hosts = entry.find("hosts"); group_hosts != entry.end()) {
         group.hosts = parse_host_list(*group_hosts, where + "[\"hosts\"]", source);
         for (const auto& host : group.hosts) {
-          if (!std::binary_search(config.hosts.begin(), config.hosts.end(), host)) {
+          if (std::find(config.hosts.begin(), config.hosts.end(), host) == config.hosts.end()) {
             throw ConfigError(fmt::format("{}: {}: host \"{}\" is not one of \"hosts\"", source, where, host));
           }
         }

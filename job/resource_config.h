@@ -17,7 +17,7 @@ struct InstanceGroup {
 
 struct ResourceConfig {
   std::string current_host;
-  std::vector<std::string> hosts;  // sorted lexicographically, as SageMaker writes them
+  std::vector<std::string> hosts;  // as written: SageMaker sorts them, and so does the master election
   std::string network_interface_name = "eth0";
   std::string current_instance_type;   // empty when absent
   std::string current_group_name;      // empty when absent

@@ -172,7 +172,7 @@ EnvironmentMap sagemaker_variables(const JobDescription& job, const EnvironmentM
   const PythonValue log_level = platform_value(job, "sagemaker_container_log_level", PythonValue::make_integer(20));
   const auto framework_module = lookup(environment, "SAGEMAKER_TRAINING_MODULE");
   const auto job_name = lookup(environment, "TRAINING_JOB_NAME");
-  const int gpus = job.device == "cuda" ? job.resources.gpus : 0;
+  const int gpus = job.device == Device::cuda ? job.resources.gpus : 0;
   const int neurons = neuron_cores(instance_type);
   const PythonValue user_args = py(user_command_arguments(job));
   const PythonValue input_data_config = py(job.input.document.is_null() ? nlohmann::json::object() : job.input.document);

@@ -1,6 +1,7 @@
 #include "job/training_hosts.h"
 
 #include "common/config_error.h"
+#include "job/master_election.h"
 
 #include <fmt/format.h>
 
@@ -96,9 +97,7 @@ void select_training_hosts(ClusterDescription& cluster, const ResourceConfig& co
                                   "hosts in resourceconfig.json, so no host would train",
                                   fmt::join(groups, ", ")));
   }
-  // In the toolkit's order, so that every host elects the master the toolkit names (master_hostname).
-  cluster.hosts = std::move(training);
-  cluster.master_host = cluster.hosts.front();
+  elect_master(cluster, training);
 }
 
 }  // namespace train

@@ -1,7 +1,7 @@
 // Heterogeneous clusters. A SageMaker job may run instance groups of different types (resourceconfig.json's
 // `instance_groups`), and the distribution names the groups that train (the toolkit's
-// `sagemaker_distribution_instance_groups`). Only those groups' hosts get ranks; the master is the first of
-// them as the toolkit orders them; every other host runs nothing and waits for the job's end.
+// `sagemaker_distribution_instance_groups`). Only those groups' hosts get ranks, and the master is one of
+// them (job/master_election.h); every other host runs nothing and waits for the job's end.
 #pragma once
 
 #include "job/cluster.h"
@@ -34,8 +34,8 @@ std::vector<std::string> distribution_hosts(const std::optional<ResourceConfig>&
                                             const std::vector<std::string>& groups,
                                             const std::vector<std::string>& all_hosts);
 
-// Restricts cluster.hosts to distribution_hosts(groups), in that order, with the first of them as the master
-// (the toolkit's master_hostname). Each group must be one of config's instance groups (throws ConfigError
+// Restricts cluster.hosts to distribution_hosts(groups), in that order, and elects the master among them
+// (job/master_election.h). Each group must be one of config's instance groups (throws ConfigError
 // naming the groups there are otherwise). A job whose resourceconfig.json lists no instance groups trains on
 // every host, as the toolkit does; a note about that goes to `warnings`.
 void select_training_hosts(ClusterDescription& cluster, const ResourceConfig& config,

@@ -13,17 +13,17 @@ namespace {
 // known only at its end, so the schedule and the model need both numbers up front, as SageMaker's built-in
 // image classification algorithm asks for them.
 void check_pipe_channel(const Channel& channel, const Hyperparameters& hp, ConfigProblems& problems) {
-  const std::string& format = hp.text("data_format");
-  if (format != "auto" && format != "tfrecord" && format != "recordio") {
+  const DataFormat format = hp.data_format;
+  if (format != DataFormat::detect && format != DataFormat::tfrecord && format != DataFormat::recordio) {
     problems.add(fmt::format("channel \"{}\" uses Pipe mode, which streams TFRecord or RecordIO objects, but "
                              "hyperparameter data_format is \"{}\": use auto, tfrecord or recordio, or File mode",
-                             channel.name, format));
+                             channel.name, data_format_name(format)));
   }
   std::vector<std::string> missing;
-  if (!hp.optional_integer("num_training_samples")) {
+  if (!hp.num_training_samples) {
     missing.push_back("num_training_samples (records per epoch across the job)");
   }
-  if (!hp.optional_integer("num_classes")) missing.push_back("num_classes");
+  if (!hp.num_classes) missing.push_back("num_classes");
   if (!missing.empty()) {
     problems.add(fmt::format("channel \"{}\" uses Pipe mode, where the data is a stream that train sees only as it "
                              "trains; set the hyperparameter{} {} (as for SageMaker's built-in image classification "
@@ -44,7 +44,7 @@ void check_training_requirements(const JobDescription& job, bool channels_read, 
   if (channels_read) {
     if (const Channel* channel = training_channel(job.input)) {
       if (channel->mode == InputMode::pipe) check_pipe_channel(*channel, hp, problems);
-    } else if (hp.text("data_format") != "synthetic") {
+    } else if (hp.data_format != DataFormat::synthetic) {
       problems.add("the job has no training data: expected a channel named \"train\" (or \"training\") in "
                    "inputdataconfig.json, or hyperparameter data_format=synthetic for a benchmark");
     }
@@ -54,8 +54,7 @@ void check_training_requirements(const JobDescription& job, bool channels_read, 
                    "only (it is read whole every epoch): set its TrainingInputMode to File or FastFile");
     }
   }
-  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm splits it.
-  const int64_t batch_per_rank = job.ranks_per_host > 0 ? hp.integer("mini_batch_size") / job.ranks_per_host : 0;
+  const int batch_per_rank = job.batch_per_rank;  // mini_batch_size split over the host's ranks
   if (job.ranks_per_host > 0 && batch_per_rank < 2) {
     problems.add(fmt::format("hyperparameter `mini_batch_size` gives each of the {} ranks per host {} image{}; batch "
                              "norm needs at least 2 per rank, so use at least {}",
@@ -65,11 +64,7 @@ void check_training_requirements(const JobDescription& job, bool channels_read, 
 }
 
 std::optional<StepRange> timeline_steps(const Hyperparameters& hyperparameters, const EnvironmentMap& environment) {
-  std::optional<StepRange> from_hyperparameter;
-  if (hyperparameters.has("timeline_steps")) {
-    const auto& range = hyperparameters.integers("timeline_steps");
-    from_hyperparameter = StepRange{range.at(0), range.at(1)};
-  }
+  const std::optional<StepRange> from_hyperparameter = hyperparameters.timeline_steps;
   const auto variable = lookup(environment, "TRAIN_TIMELINE");
   if (!variable || variable->empty()) return from_hyperparameter;
   const auto from_variable = parse_step_range(*variable);

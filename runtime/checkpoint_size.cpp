@@ -6,10 +6,8 @@
 namespace train {
 
 uint64_t least_checkpoint_bytes(const JobDescription& job) {
-  const auto& hyperparameters = job.hyperparameters;
-  const int classes = static_cast<int>(hyperparameters.optional_integer("num_classes").value_or(1));
-  const model::ResNetSpec spec =
-      model::build_resnet_spec(static_cast<int>(hyperparameters.integer("num_layers")), classes);
+  const int classes = job.hyperparameters.num_classes.value_or(1);
+  const model::ResNetSpec spec = model::build_resnet_spec(job.hyperparameters.num_layers, classes);
   uint64_t bytes = 0;
   for (const auto& tensor : spec.tensors) {
     const auto elements = static_cast<uint64_t>(tensor.elements());

@@ -3,12 +3,12 @@
 // the rate given is the one for a global batch of 256).
 #pragma once
 
+#include "job/training_choices.h"
+
 #include <cstdint>
 #include <vector>
 
 namespace train {
-
-enum class LrDecay { step, poly, cosine };
 
 struct LearningRateSchedule {
   double peak = 0.1;

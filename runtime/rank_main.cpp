@@ -117,7 +117,7 @@ int run_rank_checked() {
   }
 
   std::string device;
-  if (job.device == "cuda") {
+  if (job.device == Device::cuda) {
     // The launcher refuses processes_per_host above the GPU count; custom_mpi_options can still place more.
     if (identity.local_size > job.resources.gpus) {
       if (!job.ranks_share_gpus) {

@@ -108,7 +108,7 @@ void TrainingData::open_channels() {
     return;
   }
   std::optional<data::LabelSummary> training_labels;  // real data's; synthetic data has the classes it is told
-  if (settings_.data_format == data::DataFormat::synthetic) {
+  if (settings_.data_format == DataFormat::synthetic) {
     const int classes = settings_.num_classes.value_or(1000);
     train_source_ = std::make_shared<data::SyntheticSource>(synthetic_samples, classes, settings_.height, settings_.width);
   } else {
@@ -131,7 +131,7 @@ void TrainingData::open_channels() {
     class_names_ = training.class_names;
     train_source_ = std::const_pointer_cast<data::SampleSource>(training.source);
     if (settings_.validation_dir) {
-      options.image.augmentation = data::Augmentation::none;
+      options.image.augmentation = Augmentation::none;
       auto validation = data::open_channel(settings_.validation_dir->string(), list_dir(settings_.validation_list_dir),
                                            settings_.data_format, options, &training);
       report_corrupt_at_open("validation", validation, identity_.rank);
@@ -158,8 +158,7 @@ int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
   comm::bounded_allreduce(&below, 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
   const std::string where = mine.highest == highest ? fmt::format(" ({})", mine.highest_at) : "";
   const std::string channel = settings_.train_dir.string();
-  const auto* spec = find_hyperparameter("num_classes");
-  const auto most = static_cast<int64_t>(spec->maximum), fewest = static_cast<int64_t>(spec->minimum);
+  const int64_t most = most_classes, fewest = fewest_classes;  // num_classes' bounds
   if (lowest == highest) {
     throw data::DataError(fmt::format("the training data in {} has a single class: every sample's label is {}{}; a "
                                       "classifier needs at least {} classes, so add the other classes' data (an "
@@ -275,8 +274,8 @@ std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPositi
       options.deal_ranks = settings_.data_ranks;
       options.deal_rank_of = deal_rank_of;
       options.batch_size = settings_.batch_per_rank;
-      if (settings_.data_format == data::DataFormat::tfrecord) options.records.format = data::RecordFormat::tfrecord;
-      if (settings_.data_format == data::DataFormat::recordio) options.records.format = data::RecordFormat::recordio;
+      if (settings_.data_format == DataFormat::tfrecord) options.records.format = data::RecordFormat::tfrecord;
+      if (settings_.data_format == DataFormat::recordio) options.records.format = data::RecordFormat::recordio;
       options.records.unwrap_recordio = settings_.pipe_unwrap_recordio;
       options.records.tfrecord_label_offset = settings_.tfrecord_label_offset;
       options.records.skip_corrupt = settings_.skip_corrupt;
@@ -314,7 +313,7 @@ std::string TrainingData::describe() const {
                      settings_.pipe_channel, settings_.pipe_fifo_prefix.string(), *settings_.num_training_samples,
                      settings_.data_ranks, settings_.data_ranks == 1 ? "" : "s",
                      settings_.sharded ? " per host, ShardedByS3Key" : "", classes_,
-                     data::augmentation_name(settings_.augmentation), settings_.height, settings_.width);
+                     augmentation_name(settings_.augmentation), settings_.height, settings_.width);
 }
 
 }  // namespace train

@@ -20,75 +20,39 @@ void configure_pipe(TrainingSettings& settings, const Channel& channel, const Jo
   settings.pipe_unwrap_recordio = channel.record_wrapper == RecordWrapper::recordio;
 }
 
-template <typename Enum, size_t N>
-Enum choose(const std::string& text, const char* hyperparameter, const std::pair<const char*, Enum> (&choices)[N]) {
-  for (const auto& [name, value] : choices) {
-    if (text == name) return value;
-  }
-  // The schema has refused anything else already; reaching here is a schema and code out of step.
-  throw ConfigError(fmt::format("hyperparameter `{}`: \"{}\" is not a choice this build of train knows", hyperparameter, text));
-}
-
-constexpr std::pair<const char*, Optimizer> optimizers[] = {{"sgd", Optimizer::sgd}, {"nag", Optimizer::nag}, {"lars", Optimizer::lars}};
-constexpr std::pair<const char*, LrDecay> decays[] = {{"step", LrDecay::step}, {"poly", LrDecay::poly}, {"cosine", LrDecay::cosine}};
-constexpr std::pair<const char*, Precision> precisions[] = {{"float32", Precision::float32}, {"bfloat16", Precision::bfloat16}};
-
 }  // namespace
-
-const char* optimizer_name(Optimizer optimizer) {
-  for (const auto& [name, value] : optimizers) {
-    if (value == optimizer) return name;
-  }
-  return "?";
-}
-
-const char* precision_name(Precision precision) {
-  for (const auto& [name, value] : precisions) {
-    if (value == precision) return name;
-  }
-  return "?";
-}
-
-const char* lr_decay_name(LrDecay decay) {
-  for (const auto& [name, value] : decays) {
-    if (value == decay) return name;
-  }
-  return "?";
-}
 
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity) {
   const auto& hp = job.hyperparameters;
   TrainingSettings settings;
-  settings.depth = static_cast<int>(hp.integer("num_layers"));
-  const auto& shape = hp.integers("image_shape");
-  settings.height = static_cast<int>(shape[1]);
-  settings.width = static_cast<int>(shape[2]);
-  if (auto classes = hp.optional_integer("num_classes")) settings.num_classes = static_cast<int>(*classes);
-  // mini_batch_size is per host and split over the host's ranks, as SageMaker's built-in algorithm.
-  settings.batch_per_rank = static_cast<int>(hp.integer("mini_batch_size") / job.ranks_per_host);
+  settings.depth = hp.num_layers;
+  settings.height = hp.image_shape.height;
+  settings.width = hp.image_shape.width;
+  settings.num_classes = hp.num_classes;
+  settings.batch_per_rank = job.batch_per_rank;
   settings.global_batch = int64_t{settings.batch_per_rank} * identity.size;
-  settings.epochs = hp.integer("epochs");
-  settings.max_steps = hp.integer("max_steps");
-  settings.learning_rate = hp.real("learning_rate");
-  settings.lr_scheduler = choose(hp.text("lr_scheduler"), "lr_scheduler", decays);
-  settings.lr_step_epochs = hp.integers("lr_scheduler_step");
-  settings.lr_step_factor = hp.real("lr_scheduler_factor");
-  settings.warmup_epochs = hp.real("warmup_epochs");
-  settings.optimizer = choose(hp.text("optimizer"), "optimizer", optimizers);
-  settings.momentum = hp.real("momentum");
-  settings.weight_decay = hp.real("weight_decay");
-  settings.label_smoothing = hp.real("label_smoothing");
-  settings.augmentation = data::parse_augmentation(hp.text("augmentation_type"));
-  settings.device = job.device == "cuda" ? Device::cuda : Device::cpu;
-  settings.precision = choose(job.precision, "precision_dtype", precisions);
-  settings.shuffle = hp.boolean("shuffle");
-  settings.seed = static_cast<uint64_t>(hp.integer("seed"));
-  settings.checkpoint_frequency = hp.integer("checkpoint_frequency");
-  settings.bucket_bytes = static_cast<size_t>(hp.real("fusion_threshold_mb") * 1024.0 * 1024.0);
-  if (hp.has("data_format")) settings.data_format = data::parse_data_format(hp.text("data_format"));
-  if (hp.has("tfrecord_label_offset")) settings.tfrecord_label_offset = hp.integer("tfrecord_label_offset");
-  if (hp.has("skip_corrupt")) settings.skip_corrupt = hp.boolean("skip_corrupt");
-  if (auto samples = hp.optional_integer("num_training_samples")) settings.num_training_samples = *samples;
+  settings.epochs = hp.epochs;
+  settings.max_steps = hp.max_steps;
+  settings.learning_rate = hp.learning_rate;
+  settings.lr_scheduler = hp.lr_scheduler;
+  settings.lr_step_epochs = hp.lr_scheduler_step;
+  settings.lr_step_factor = hp.lr_scheduler_factor;
+  settings.warmup_epochs = hp.warmup_epochs;
+  settings.optimizer = hp.optimizer;
+  settings.momentum = hp.momentum;
+  settings.weight_decay = hp.weight_decay;
+  settings.label_smoothing = hp.label_smoothing;
+  settings.augmentation = hp.augmentation_type;
+  settings.device = job.device;
+  settings.precision = job.precision;
+  settings.shuffle = hp.shuffle;
+  settings.seed = hp.seed;
+  settings.checkpoint_frequency = hp.checkpoint_frequency;
+  settings.bucket_bytes = job.bucket_bytes;
+  settings.data_format = hp.data_format;
+  settings.tfrecord_label_offset = hp.tfrecord_label_offset;
+  settings.skip_corrupt = hp.skip_corrupt;
+  settings.num_training_samples = hp.num_training_samples;
 
   // What the job description checks (job/training_requirements.cpp) holds here: a training channel unless the
   // data is synthetic, Pipe mode's counts, no Pipe-mode validation channel, at least 2 images per rank.

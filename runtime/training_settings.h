@@ -1,14 +1,14 @@
-// What the trainer and its engine need, derived once from the job description and this rank's place in
-// it: model, input, batch, schedule, optimizer, precision, data sharing, checkpoints. Every choice is
-// decided here into a type, so the loop and the step never compare strings.
+// What the trainer and its engine need: the job's typed values (its hyperparameters and what the job
+// description worked out from them: job/job_description.h) under the names the rank uses, and this rank's
+// place in the job: its share of the data, its threads, its device. Nothing here parses or derives a
+// hyperparameter; every choice arrived typed (job/training_choices.h).
 #pragma once
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "job/step_range.h"
+#include "job/training_choices.h"
 #include "kernels/ops.h"
-#include "runtime/data/images/transform.h"
-#include "runtime/data/sources/data_channel.h"
 #include "runtime/learning_rate.h"
 #include "runtime/model/resnet_plan.h"
 
@@ -18,15 +18,9 @@
 
 namespace train {
 
-enum class Optimizer { sgd, nag, lars };
-enum class Precision { float32, bfloat16 };
-enum class Device { cpu, cuda };
-
-const char* optimizer_name(Optimizer optimizer);
-const char* precision_name(Precision precision);
-const char* lr_decay_name(LrDecay decay);
-
 struct TrainingSettings {
+  // The job's values, each copied from its typed field (a settings made by hand, as the benchmarks make
+  // one, starts from these defaults instead).
   int depth = 50;
   int height = 224, width = 224;
   std::optional<int> num_classes;  // from the hyperparameter; else from the data
@@ -41,14 +35,14 @@ struct TrainingSettings {
   double warmup_epochs = 0;
   Optimizer optimizer = Optimizer::sgd;
   double momentum = 0.9, weight_decay = 1e-4, label_smoothing = 0;
-  data::Augmentation augmentation = data::Augmentation::crop;
+  Augmentation augmentation = Augmentation::crop;
   Device device = Device::cpu;
   Precision precision = Precision::float32;
   bool shuffle = true;
   uint64_t seed = 0;
   int64_t checkpoint_frequency = 1;
   size_t bucket_bytes = 25u << 20;
-  data::DataFormat data_format = data::DataFormat::detect;
+  DataFormat data_format = DataFormat::detect;
   int64_t tfrecord_label_offset = 1;  // subtracted from TFRecord labels
   bool skip_corrupt = false;          // skip (and count) corrupt records instead of failing
 
@@ -88,7 +82,8 @@ struct TrainingSettings {
   }
 };
 
-// Throws ConfigError for what the job asks but this build cannot do (with what to do instead).
+// The settings of rank `identity` of `job` (loaded by load_job_description, which has checked all the job
+// asks: job/training_requirements.h).
 TrainingSettings derive_training_settings(const JobDescription& job, const RankIdentity& identity);
 
 // The optimizer's settings for one step at `learning_rate` (both engines' SGD, momentum, Nesterov, LARS).

@@ -21,6 +21,7 @@
 // (full scale, accurate integer IDCT, fancy upsampling), with the decompressor and buffers reused and the
 // file read included, as in the sample path: the floor of any pipeline that decodes whole images.
 // Rates are per CPU-second of this thread (CLOCK_THREAD_CPUTIME_ID), so a busy machine distorts them little.
+#include "job/training_choices.h"
 #include "runtime/data/images/image_decode.h"
 #include "runtime/data/loader/batch_loader.h"
 #include "tests/support/image_encode.h"
@@ -34,9 +35,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+using train::Augmentation;
+using train::augmentation_names;
 using namespace train::data;
 using Clock = std::chrono::steady_clock;
 
@@ -195,7 +199,12 @@ int bench_folder(const Options& o) {
   const int64_t files = scanned.size();
   ImageFolderOptions options;
   options.height = options.width = o.size;
-  options.augmentation = parse_augmentation(o.augmentation);
+  const auto augmentation = value_named(augmentation_names, o.augmentation);
+  if (!augmentation) {
+    throw std::invalid_argument(fmt::format("augmentation: expected {}, got \"{}\"",
+                                            names_listed(augmentation_names), o.augmentation));
+  }
+  options.augmentation = *augmentation;
   auto source = std::make_shared<ImageFolderSource>(std::move(scanned), options);
   const int n = static_cast<int>(std::min<int64_t>(o.images, files * 50));
   const auto& paths = source->folder().paths;

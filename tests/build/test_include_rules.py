@@ -5,7 +5,8 @@ Includes are written from the repository root and never climb with "../"; each f
 folders it depends on: common <- job <- entrypoint; common, job, kernels <- runtime (and inside runtime,
 data and model_io need only common, comm needs job, model needs kernels, comm and model_io). Inside
 runtime/data each room includes only common, the shared files directly in runtime/data and the rooms it
-uses: records and images stand alone, sources uses both, pipe uses records, loader uses sources and pipe.
+uses: records and images stand alone, sources uses both, pipe uses records, loader uses sources and pipe;
+of job, every room may include job/training_choices.h alone (the augmentation and format the job chose).
 Only entrypoint/main.cpp may include the rank (runtime/rank_main.h). Prints every include that breaks a
 rule and exits 1; prints what it checked and exits 0 otherwise.
 """
@@ -20,15 +21,17 @@ ROOT = root_from_argv(__file__)
 # Longest prefix first: the folder a file belongs to, and the top-level folders it may include from.
 # A folder ending in "/*" allows only the files directly in it, not its subfolders.
 DATA_SHARED = "runtime/data/*"
+# The one file of job/ the data rooms take: the typed choices (augmentation, data format) the job made.
+JOB_CHOICES = "job/training_choices.h"
 RULES = [
-    ("runtime/data/records/", {"common", DATA_SHARED, "runtime/data/records"}),
-    ("runtime/data/images/", {"common", DATA_SHARED, "runtime/data/images"}),
-    ("runtime/data/sources/", {"common", DATA_SHARED, "runtime/data/records", "runtime/data/images",
+    ("runtime/data/records/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/records"}),
+    ("runtime/data/images/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/images"}),
+    ("runtime/data/sources/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/records", "runtime/data/images",
                                "runtime/data/sources"}),
-    ("runtime/data/pipe/", {"common", DATA_SHARED, "runtime/data/records", "runtime/data/pipe"}),
-    ("runtime/data/loader/", {"common", DATA_SHARED, "runtime/data/sources", "runtime/data/pipe",
+    ("runtime/data/pipe/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/records", "runtime/data/pipe"}),
+    ("runtime/data/loader/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/sources", "runtime/data/pipe",
                               "runtime/data/loader"}),
-    ("runtime/data/", {"common", DATA_SHARED}),
+    ("runtime/data/", {"common", DATA_SHARED, JOB_CHOICES}),
     ("runtime/model_io/", {"common", "runtime/model_io"}),
     ("runtime/comm/", {"common", "job", "runtime/comm"}),
     ("runtime/model/", {"common", "kernels", "runtime/comm", "runtime/model_io", "runtime/model"}),

@@ -26,6 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using train::DataFormat;
+using train::data_format_name;
 using namespace train::data;
 
 namespace {

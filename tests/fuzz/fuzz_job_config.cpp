@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Accepted values must be readable: every schema value, the split MPI options, the decoded document.
     (void)hyperparameters.effective().dump();
     try {
-      (void)hyperparameters.custom_mpi_options();
+      (void)hyperparameters.custom_mpi_words();
     } catch (const train::ConfigError& error) {
       bug("custom_mpi_options", std::string("accepted options that do not split: ") + error.what());
     }

@@ -1,14 +1,9 @@
 #include "runtime/data/images/transform.h"
 
-#include "common/enum_names.h"
-
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <stdexcept>
 
 namespace train::data {
 
@@ -23,25 +18,6 @@ double bilinear(double x) {
 }
 
 AxisPlan whole_axis(int size) { return AxisPlan{0.0, static_cast<double>(size), size, 0, size, 0, size}; }
-
-}  // namespace
-
-namespace {
-
-constexpr EnumName<Augmentation> augmentations[] = {
-    {Augmentation::none, "none"}, {Augmentation::crop, "crop"}, {Augmentation::crop_color, "crop_color"}};
-
-}  // namespace
-
-Augmentation parse_augmentation(std::string_view name) {
-  if (auto augmentation = value_named(augmentations, name)) return *augmentation;
-  throw std::invalid_argument(
-      fmt::format("augmentation_type: expected {}, got \"{}\"", names_listed(augmentations), name));
-}
-
-const char* augmentation_name(Augmentation augmentation) { return name_of(augmentations, augmentation); }
-
-namespace {
 
 // (p / 255 - mean) / std as one multiply and one add: within a few float32 ulps of the formula
 // evaluated step by step (as torchvision does), and much cheaper than its two divisions.

@@ -1,5 +1,6 @@
-// From a decoded image to the network's input: the geometry of `augmentation_type` (which source pixels
-// map to which output pixels, and whether to flip), resampling, and normalisation.
+// From a decoded image to the network's input: the geometry of `augmentation_type` (Augmentation, typed by
+// the job: job/training_choices.h; which source pixels map to which output pixels, and whether to flip),
+// resampling, and normalisation.
 //
 // Geometry, as torchvision:
 //   none: Resize(shorter side = input size) then CenterCrop(input size); an image already of the input
@@ -24,19 +25,13 @@
 // float32 as p * (1 / (255 std[c])) - mean[c] / std[c] (within a few ulps of the step-by-step formula).
 #pragma once
 
+#include "job/training_choices.h"
 #include "runtime/data/random.h"
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 namespace train::data {
-
-enum class Augmentation { none, crop, crop_color };
-
-// "none", "crop" or "crop_color"; throws std::invalid_argument naming the valid values otherwise.
-Augmentation parse_augmentation(std::string_view name);
-const char* augmentation_name(Augmentation augmentation);
 
 inline constexpr float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};
 inline constexpr float kImageNetStd[3] = {0.229f, 0.224f, 0.225f};

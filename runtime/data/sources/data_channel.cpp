@@ -136,29 +136,6 @@ ChannelLayout tfrecord_layout(const std::string& root, const Listing& listing, b
 
 }  // namespace
 
-DataFormat parse_data_format(std::string_view name) {
-  if (name == "auto") return DataFormat::detect;
-  if (name == "image_folder") return DataFormat::image_folder;
-  if (name == "image_list") return DataFormat::image_list;
-  if (name == "tfrecord") return DataFormat::tfrecord;
-  if (name == "recordio") return DataFormat::recordio;
-  if (name == "synthetic") return DataFormat::synthetic;
-  throw std::invalid_argument(fmt::format("data format \"{}\": expected auto, image_folder, image_list, tfrecord, "
-                                          "recordio or synthetic", name));
-}
-
-const char* data_format_name(DataFormat format) {
-  switch (format) {
-    case DataFormat::detect: return "auto";
-    case DataFormat::image_folder: return "image_folder";
-    case DataFormat::image_list: return "image_list";
-    case DataFormat::tfrecord: return "tfrecord";
-    case DataFormat::recordio: return "recordio";
-    case DataFormat::synthetic: return "synthetic";
-  }
-  return "?";
-}
-
 ChannelLayout detect_channel_layout(const std::string& root, const std::optional<std::string>& list_root,
                                     DataFormat requested) {
   if (requested == DataFormat::synthetic) throw std::invalid_argument("synthetic data has no channel to detect");

@@ -5,9 +5,11 @@
 //   3. *.lst files                                            -> image list rooted at this folder
 //   4. files that start like a TFRecord (plain or gzip), or are named *.tfrecord* / *.tfrec*  -> TFRecord
 //   5. subfolders                                             -> image folder (one subfolder per class)
-// The data_format hyperparameter picks one of them instead of detecting.
+// The data_format hyperparameter (DataFormat, typed by the job: job/training_choices.h) picks one of them
+// instead of detecting.
 #pragma once
 
+#include "job/training_choices.h"
 #include "runtime/data/records/record_index.h"
 #include "runtime/data/sources/image_folder.h"
 #include "runtime/data/sources/label_summary.h"
@@ -18,17 +20,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace train::data {
-
-enum class DataFormat { detect, image_folder, image_list, tfrecord, recordio, synthetic };
-
-// "auto" -> detect; the other names as the data_format hyperparameter spells them. Throws
-// std::invalid_argument for anything else.
-DataFormat parse_data_format(std::string_view name);
-const char* data_format_name(DataFormat format);
 
 struct ChannelLayout {
   DataFormat format = DataFormat::image_folder;

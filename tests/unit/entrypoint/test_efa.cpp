@@ -30,7 +30,7 @@ void make_host(const TempJobDir& dir, bool device_files) {
 
 JobDescription gpu_job(std::vector<std::string> hosts, const std::string& instance_type) {
   JobDescription job;
-  job.device = "cuda";
+  job.device = Device::cuda;
   job.cluster.hosts = hosts;
   job.cluster.all_hosts = hosts;
   job.cluster.current_host = hosts.front();
@@ -79,7 +79,7 @@ TEST_CASE("EFA: the variables AWS sets, or a warning that NCCL uses sockets", "[
   EnvironmentMap untouched;
   CHECK(apply_efa_settings(gpu_job({"algo-1"}, "ml.p4d.24xlarge"), efa, untouched).empty());
   JobDescription cpu = gpu_job({"algo-1", "algo-2"}, "ml.c5.xlarge");
-  cpu.device = "cpu";
+  cpu.device = Device::cpu;
   CHECK(apply_efa_settings(cpu, efa, untouched).empty());
   CHECK(untouched.empty());
   // No EFA: sockets, with a warning.

@@ -76,12 +76,12 @@ TEST_CASE("job description: nothing at all is a local run with defaults", "[job_
   CHECK(job.cluster.hosts == std::vector<std::string>{local_host_name()});
   CHECK(job.cluster.is_master());
   CHECK_FALSE(job.resource_config.has_value());
-  CHECK(job.device == "cpu");
-  CHECK(job.precision == "float32");
+  CHECK(job.device == Device::cpu);
+  CHECK(job.precision == Precision::float32);
   CHECK(job.ranks_per_host == 1);
   CHECK(job.world_size() == 1);
   CHECK(job.input.channels.empty());
-  CHECK(job.hyperparameters.integer("epochs") == 30);
+  CHECK(job.hyperparameters.epochs == 30);
   CHECK(other_warnings(job).empty());
   CHECK(job.resources.cpus == 8);
 }
@@ -100,11 +100,11 @@ TEST_CASE("job description: a two-host SageMaker job on GPU hosts", "[job_descri
   CHECK(job.cluster.master_host == "algo-1");
   CHECK(job.cluster.network_interface == "eth1");
   REQUIRE(job.resource_config.has_value());
-  CHECK(job.device == "cuda");
-  CHECK(job.precision == "bfloat16");
+  CHECK(job.device == Device::cuda);
+  CHECK(job.precision == Precision::bfloat16);
   CHECK(job.ranks_per_host == 8);  // one per GPU
   CHECK(job.world_size() == 16);
-  CHECK(job.hyperparameters.integer("epochs") == 2);
+  CHECK(job.hyperparameters.epochs == 2);
   REQUIRE(job.input.channels.size() == 1);
   CHECK(job.warnings.empty());
 
@@ -130,44 +130,62 @@ TEST_CASE("job description: a two-host SageMaker job on GPU hosts", "[job_descri
   CHECK(effective.at("warnings") == nlohmann::json::array());
 }
 
+TEST_CASE("job description: each rank's batch and the buckets' bytes are worked out once", "[job_description]") {
+  TempJobDir dir;
+  dir.add_train_channel();
+  SECTION("the defaults: 256 images per host, 25 MiB buckets") {
+    auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
+    CHECK(job.ranks_per_host == 8);
+    CHECK(job.batch_per_rank == 32);
+    CHECK(job.bucket_bytes == size_t{25} << 20);
+  }
+  SECTION("mini_batch_size split over processes_per_host; fusion_threshold_mb in bytes") {
+    dir.write_config("hyperparameters.json",
+                     R"({"mini_batch_size": "96", "processes_per_host": "3", "fusion_threshold_mb": "0.5"})");
+    auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
+    CHECK(job.batch_per_rank == 32);
+    CHECK(job.bucket_bytes == 524288);
+  }
+}
+
 TEST_CASE("job description: device and ranks follow the host", "[job_description]") {
   TempJobDir dir;
   dir.add_train_channel();
   SECTION("auto on a CPU host: one rank, float32") {
     auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
-    CHECK(job.device == "cpu");
+    CHECK(job.device == Device::cpu);
     CHECK(job.ranks_per_host == 1);
-    CHECK(job.precision == "float32");
+    CHECK(job.precision == Precision::float32);
   }
   SECTION("processes_per_host on a CPU host") {
     dir.write_config("hyperparameters.json", R"({"processes_per_host": "4"})");
     auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::this_host);
-    CHECK(job.device == "cpu");
+    CHECK(job.device == Device::cpu);
     CHECK(job.ranks_per_host == 4);
   }
   SECTION("the SageMaker alias sets the ranks on a GPU host") {
     dir.write_config("hyperparameters.json", R"({"sagemaker_mpi_num_of_processes_per_host": "4"})");
     auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
-    CHECK(job.device == "cuda");
+    CHECK(job.device == Device::cuda);
     CHECK(job.ranks_per_host == 4);
   }
   SECTION("device=cpu on a GPU host") {
     dir.write_config("hyperparameters.json", R"({"device": "cpu"})");
     auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
-    CHECK(job.device == "cpu");
+    CHECK(job.device == Device::cpu);
     CHECK(job.ranks_per_host == 1);
-    CHECK(job.precision == "float32");
+    CHECK(job.precision == Precision::float32);
   }
   SECTION("float32 asked for on a GPU host") {
     dir.write_config("hyperparameters.json", R"({"precision_dtype": "float32"})");
     auto job = load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host);
-    CHECK(job.device == "cuda");
-    CHECK(job.precision == "float32");
+    CHECK(job.device == Device::cuda);
+    CHECK(job.precision == Precision::float32);
   }
   SECTION("device=cuda on a GPU host") {
     dir.write_config("hyperparameters.json", R"({"device": "cuda"})");
     auto job = load_job_description(dir.paths(), {}, one_gpu_host, CheckMode::this_host);
-    CHECK(job.device == "cuda");
+    CHECK(job.device == Device::cuda);
     CHECK(job.ranks_per_host == 1);
   }
 }
@@ -258,7 +276,7 @@ TEST_CASE("job description: bfloat16 on the CPU", "[job_description]") {
     auto job = load_job_description(dir.paths(), {}, cpu_host, CheckMode::offline);
     CHECK(other_warnings(job) == std::vector<std::string>{message + " (on the machine that ran `train validate`)"});
     // On a GPU host the same file is fine.
-    CHECK(load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host).precision == "bfloat16");
+    CHECK(load_job_description(dir.paths(), {}, gpu_host, CheckMode::this_host).precision == Precision::bfloat16);
   }
   SECTION("device=cpu: wrong on every host, so an error offline too") {
     dir.write_config("hyperparameters.json", R"({"precision_dtype": "bfloat16", "device": "cpu"})");

@@ -62,8 +62,8 @@ TEST_CASE("platform keys: a tuning job's hyperparameters are valid", "[platform_
   dir.add_train_channel();
   dir.write_config("hyperparameters.json", tuning_job_hyperparameters);
   JobDescription job = load(dir);
-  CHECK(job.hyperparameters.real("learning_rate") == 0.0731);
-  CHECK(job.hyperparameters.integer("mini_batch_size") == 64);
+  CHECK(job.hyperparameters.learning_rate == 0.0731);
+  CHECK(job.hyperparameters.mini_batch_size == 64);
   CHECK(job.platform.job_name == "resnet-hpo-2026-01-01-00-00-00-000");
   CHECK(job.platform.region == "us-east-1");
   CHECK(sagemaker_variables(job).at("SM_USER_ENTRY_POINT") == "train.py");

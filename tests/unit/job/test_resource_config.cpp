@@ -93,8 +93,8 @@ TEST_CASE("resourceconfig: heterogeneous instance groups", "[resource_config]") 
 
 TEST_CASE("resourceconfig: hosts given unsorted are sorted, the master is the first sorted", "[resource_config]") {
   auto config = parse_text(R"({"current_host": "algo-2", "hosts": ["algo-2", "algo-10", "algo-1", "algo-9"]})");
-  // Lexicographic, as SageMaker sorts them: "algo-10" before "algo-2".
-  CHECK(config.hosts == std::vector<std::string>{"algo-1", "algo-10", "algo-2", "algo-9"});
+  // Lexicographic, as SageMaker sorts them: "algo-10" before "algo-2" (job/master_election.h).
+  CHECK(cluster_from_sagemaker(config).all_hosts == std::vector<std::string>{"algo-1", "algo-10", "algo-2", "algo-9"});
   CHECK(cluster_from_sagemaker(config).master_host == "algo-1");
 
   auto without_one = parse_text(R"({"current_host": "algo-10", "hosts": ["algo-2", "algo-10"]})");

@@ -40,10 +40,10 @@ TEST_CASE("timeline: the timeline_steps hyperparameter and TRAIN_TIMELINE", "[ti
   auto parse = [](const char* value) {
     return parse_hyperparameters(nlohmann::json{{"timeline_steps", value}}, "hyperparameters.json");
   };
-  CHECK(parse("11-20").integers("timeline_steps") == std::vector<int64_t>{11, 20});
-  CHECK(parse("15").integers("timeline_steps") == std::vector<int64_t>{15, 15});       // decodes to a number
-  CHECK(parse("\"4-6\"").integers("timeline_steps") == std::vector<int64_t>{4, 6});    // the SDK's quoting
-  CHECK_FALSE(parse_hyperparameters(nlohmann::json::object(), "h").has("timeline_steps"));  // off by default
+  CHECK(parse("11-20").timeline_steps == StepRange{11, 20});
+  CHECK(parse("15").timeline_steps == StepRange{15, 15});       // decodes to a number
+  CHECK(parse("\"4-6\"").timeline_steps == StepRange{4, 6});    // the SDK's quoting
+  CHECK_FALSE(parse_hyperparameters(nlohmann::json::object(), "h").timeline_steps);  // off by default
   try {
     parse("20-10");
     FAIL("accepted 20-10");

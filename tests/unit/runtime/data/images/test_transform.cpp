@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+using train::Augmentation;
 using namespace train::data;
 using train::data::testing::TempDir;
 using train::data::testing::test_pixels;
@@ -311,19 +311,6 @@ double factor_of(const ColorJitter& jitter, ColorJitter::Op op) {
 }
 
 }  // namespace
-
-TEST_CASE("augmentation names: none, crop and crop_color", "[data]") {
-  for (auto augmentation : {Augmentation::none, Augmentation::crop, Augmentation::crop_color}) {
-    CHECK(parse_augmentation(augmentation_name(augmentation)) == augmentation);
-  }
-  CHECK(std::string(augmentation_name(Augmentation::crop_color)) == "crop_color");
-  try {
-    parse_augmentation("crop-color");
-    FAIL("no exception");
-  } catch (const std::invalid_argument& error) {
-    CHECK(std::string(error.what()) == "augmentation_type: expected none, crop or crop_color, got \"crop-color\"");
-  }
-}
 
 TEST_CASE("resample: the pixels of none and crop are pinned", "[data]") {
   // A hash of the outputs of a fixed set of geometries (downscaling, upscaling, identity, odd sizes,

@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+using train::Augmentation;
 using namespace train::data;
 using train::data::testing::drain;
 using train::data::testing::require_same_batches;

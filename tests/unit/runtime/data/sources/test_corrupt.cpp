@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+using train::DataFormat;
 using namespace train::data;
 using namespace train::data::testing;
 using namespace std::chrono_literals;
