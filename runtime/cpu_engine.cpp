@@ -10,10 +10,15 @@ namespace train {
 
 CpuEngine::CpuEngine(const TrainingSettings& settings, int classes, const RankIdentity& identity, MPI_Comm comm,
                      std::chrono::milliseconds timeout)
+    : CpuEngine(settings, plan_network(settings, classes), identity.size, comm, timeout) {}
+
+// The fusion threshold goes to the reducer, which plans the buckets; the model writes into their buffer.
+CpuEngine::CpuEngine(const TrainingSettings& settings, model::ResNetPlan network, int ranks, MPI_Comm comm,
+                     std::chrono::milliseconds timeout)
     : settings_(settings),
-      gradient_scale_(1.0f / static_cast<float>(identity.size)),
-      model_(make_model<model::CpuResNet<float>>(settings, classes)),
-      reducer_(comm, model_.bucket_plan(), model_.all_gradients().data(), timeout) {}
+      gradient_scale_(1.0f / static_cast<float>(ranks)),
+      reducer_(comm, network.parameter_counts(), settings.bucket_bytes, timeout),
+      model_(std::move(network), reducer_.gradients()) {}
 
 std::string CpuEngine::describe() const {
   return fmt::format("cpu ({} thread{}), float32", settings_.threads, settings_.threads == 1 ? "" : "s");
@@ -71,7 +76,7 @@ StepTotals CpuEngine::take_totals() {
 // bucket's start and completion, train_step the rest.
 void CpuEngine::record_steps(int64_t steps) {
   timeline::StepMarkLayout layout;
-  layout.buckets = model_.bucket_plan().buckets.size();
+  layout.buckets = reducer_.plan().buckets.size();
   cursor_.start(layout, steps);
   marks_.assign(static_cast<size_t>(std::max<int64_t>(0, steps)) * layout.per_step(), 0);
   marking_ = steps > 0;
@@ -92,7 +97,7 @@ timeline::RecordedSteps CpuEngine::take_recorded_steps() {
   marks_.resize(cursor_.rows_begun() * recorded.layout.per_step());
   recorded.marks = std::move(marks_);
   marks_.clear();
-  recorded.bucket_bytes = timeline::bucket_bytes(model_.bucket_plan());
+  recorded.bucket_bytes = timeline::bucket_bytes(reducer_.plan());
   recorded.clock = "the host's monotonic clock";
   cursor_.start(recorded.layout, 0);
   return recorded;

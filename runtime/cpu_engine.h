@@ -27,7 +27,7 @@ class CpuEngine final : public Engine {
 
   std::string describe() const override;
   const model::ResNetPlan& plan() const override { return model_.plan(); }
-  size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
+  size_t gradient_buckets() const override { return reducer_.plan().buckets.size(); }
 
   void initialize(uint64_t seed) override;
   void import_model(const std::vector<model_io::Tensor>& tensors) override { model_.import_state(tensors); }
@@ -44,13 +44,15 @@ class CpuEngine final : public Engine {
   timeline::RecordedSteps take_recorded_steps() override;
 
  private:
+  CpuEngine(const TrainingSettings& settings, model::ResNetPlan network, int ranks, MPI_Comm comm,
+            std::chrono::milliseconds timeout);
   void mark(size_t slot) { marks_[cursor_.index(slot)] = monotonic_ns(); }
   void stop_marking();
 
   const TrainingSettings& settings_;
   float gradient_scale_;  // 1/ranks: the reducer's sum is then the average
+  comm::MpiGradientReducer reducer_;  // the gradient buckets and their buffer, which the model writes into
   model::CpuResNet<float> model_;
-  comm::MpiGradientReducer reducer_;
   StepTotals totals_;                  // since the last request
   std::deque<StepTotals> requested_;  // requested, not yet taken
   // The timeline's marks: while cursor_ has steps to record, the model's passes and the reducer's buckets

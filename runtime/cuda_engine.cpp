@@ -54,12 +54,13 @@ std::string does_not_fit(const TrainingSettings& settings, int rank, const std::
 template <typename T>
 class CudaEngine final : public Engine {
  public:
-  CudaEngine(const TrainingSettings& settings, int classes, MPI_Comm comm, std::chrono::milliseconds timeout);
+  CudaEngine(const TrainingSettings& settings, int classes, MPI_Comm comm, std::chrono::milliseconds timeout)
+      : CudaEngine(settings, plan_network(settings, classes), comm, timeout) {}
   ~CudaEngine() override;
 
   std::string describe() const override;
   const model::ResNetPlan& plan() const override { return model_.plan(); }
-  size_t gradient_buckets() const override { return model_.bucket_plan().buckets.size(); }
+  size_t gradient_buckets() const override { return reducer_.plan().buckets.size(); }
 
   void initialize(uint64_t seed) override;
   void import_model(const std::vector<model_io::Tensor>& tensors) override;
@@ -76,6 +77,8 @@ class CudaEngine final : public Engine {
   timeline::RecordedSteps take_recorded_steps() override;
 
  private:
+  CudaEngine(const TrainingSettings& settings, model::ResNetPlan network, MPI_Comm comm,
+             std::chrono::milliseconds timeout);
   static constexpr bool is_bf16 = !std::is_same_v<T, float>;
   int64_t pixels(const data::Batch& batch) const;
   const T* images_for_model(int slot, int64_t count);
@@ -102,8 +105,11 @@ class CudaEngine final : public Engine {
   cuda::Event bucket_ready_, reduced_;
   cuda::Context context_;
   comm::NcclCommunicator comm_;
-  model::GpuResNet<T> model_;
+  // The gradient buckets and their fp32 buffer (in reduced_gradients_, lent to the reducer), which the
+  // model's optimizer reads and its backward writes into (fp32) or widens into (bf16).
+  cuda::DeviceMemory reduced_gradients_;
   comm::NcclGradientReducer reducer_;
+  model::GpuResNet<T> model_;
   // Two upload slots: step k's batch goes to slot k % 2 while step k - 1 computes from the other one.
   cuda::DeviceMemory images_[2], labels_[2];
   cuda::PinnedMemory host_labels_[2];
@@ -142,8 +148,9 @@ class CudaEngine final : public Engine {
   std::optional<cuda::DeviceClockOffset> clock_at_start_;
 };
 
+// The fusion threshold goes to the reducer, which plans the buckets; the model writes into their buffer.
 template <typename T>
-CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Comm comm,
+CudaEngine<T>::CudaEngine(const TrainingSettings& settings, model::ResNetPlan network, MPI_Comm comm,
                           std::chrono::milliseconds timeout)
     : settings_(settings),
       timeout_(timeout),
@@ -154,13 +161,17 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
       reduced_(cuda::make_event()),
       context_(compute_.get()),
       comm_(comm, timeout),
-      model_(make_model<model::GpuResNet<T>>(settings, classes, context_)),
       // fp32 buckets, averaged by NCCL in fp32: each bucket's bf16 gradients are widened into the fp32
       // buffer on the compute stream just before its reduction starts.
-      reducer_(
-          comm_, model_.bucket_plan(), model_.reduced_gradients(), ncclFloat32,
-          comm::NcclGradientReducer::Streams{compute_.get(), communication_.get(), bucket_ready_.get(), reduced_.get()},
-          timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }) {
+      reducer_(comm_, network.parameter_counts(), settings.bucket_bytes,
+               comm::NcclGradientReducer::Device{compute_.get(), communication_.get(), bucket_ready_.get(),
+                                                 reduced_.get(),
+                                                 [this](size_t bytes) {
+                                                   reduced_gradients_ = make_device(bytes);
+                                                   return reduced_gradients_.get();
+                                                 }},
+               timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }),
+      model_(std::move(network), reducer_.gradients(), context_) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
   const model::ResNetPlan& p = model_.plan();
   const size_t image_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.height * p.width * 3);
@@ -186,7 +197,7 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, int classes, MPI_Com
   for (auto& event : totals_copied_) event = cuda::make_event();
   if (settings.timeline) {
     timeline::StepMarkLayout layout;
-    layout.buckets = model_.bucket_plan().buckets.size();
+    layout.buckets = reducer_.plan().buckets.size();
     mark_capacity_ = settings.timeline->steps();
     const size_t bytes = sizeof(unsigned long long) * static_cast<size_t>(mark_capacity_) * layout.per_step();
     device_marks_ = make_device(bytes);
@@ -363,7 +374,7 @@ void CudaEngine<T>::record_steps(int64_t steps) {
     throw std::logic_error(fmt::format("CudaEngine: {} steps to record, room for {}", steps, mark_capacity_));
   }
   timeline::StepMarkLayout layout;
-  layout.buckets = model_.bucket_plan().buckets.size();
+  layout.buckets = reducer_.plan().buckets.size();
   cursor_.start(layout, steps);
   marks_copy_enqueued_ = false;
   marking_ = steps > 0;
@@ -409,7 +420,7 @@ timeline::RecordedSteps CudaEngine<T>::take_recorded_steps() {
   timeline::RecordedSteps recorded;
   recorded.device = true;
   recorded.layout = cursor_.layout();
-  recorded.bucket_bytes = timeline::bucket_bytes(model_.bucket_plan());
+  recorded.bucket_bytes = timeline::bucket_bytes(reducer_.plan());
   recorded.upload_bytes = upload_bytes_;
   const size_t rows = cursor_.rows_begun();
   if (marking_) stop_marking();

@@ -15,7 +15,6 @@
 #pragma once
 
 #include "job/rank_environment.h"
-#include "runtime/comm/gradient_buckets.h"
 #include "runtime/data/loader/batch_loader.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model/resnet_plan.h"
@@ -47,16 +46,11 @@ struct StepTotals {
   double reduction_wait_seconds = 0;
 };
 
-// An engine's model (CpuResNet, GpuResNet) as the settings ask: the network planned for this rank's batch
-// and images, and its gradient buckets planned by the communication layer; `backend` goes on to the
-// model's constructor (the GPU's context).
-template <typename Model, typename... Backend>
-Model make_model(const TrainingSettings& settings, int classes, Backend&... backend) {
-  model::ResNetPlan plan =
-      model::plan_resnet(model::build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                         settings.width, settings.gradient_memory());
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
-  return Model(std::move(plan), std::move(buckets), backend...);
+// The network an engine's model (CpuResNet, GpuResNet) runs, as the settings ask: planned for this rank's
+// batch and images. Its gradient buckets are the reducer's to plan (from plan.parameter_counts()).
+inline model::ResNetPlan plan_network(const TrainingSettings& settings, int classes) {
+  return model::plan_resnet(model::build_resnet_spec(settings.depth, classes), settings.batch_per_rank,
+                            settings.height, settings.width, settings.gradient_memory());
 }
 
 class Engine {

@@ -7,10 +7,10 @@
 namespace train::model {
 
 template <typename T>
-CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
+CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::GradientViews<T> gradients)
+    : Passes(std::move(plan), *gradients.plan), gradients_(gradients.values) {
   const ResNetPlan& p = this->plan_;
   values_.assign(p.parameter_elements, T(0));
-  gradients_.assign(this->buckets_.total_elements, T(0));
   momentum_.assign(p.parameter_elements, T(0));
   float_buffers_.assign(p.float_buffer_elements, T(0));
   input_ = allocate<T>(static_cast<size_t>(p.max_shapes[0].size()));
@@ -27,7 +27,7 @@ void CpuResNet<T>::initialize(uint64_t seed) {
 template <typename T>
 void CpuResNet<T>::sgd_step(const kernels::SgdOptions& options) {
   const std::vector<kernels::SgdTensor<T>> tensors =
-      this->template optimizer_tensors<kernels::SgdTensor<T>>(values_.data(), gradients_.data(), momentum_.data());
+      this->template optimizer_tensors<kernels::SgdTensor<T>>(values_.data(), gradients_, momentum_.data());
   kernels::sgd_step<T>(tensors, options);
 }
 

@@ -45,8 +45,11 @@ void* GpuResNet<T>::allocate_bytes(size_t bytes) {
 }
 
 template <typename T>
-GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context)
-    : Passes(std::move(plan), std::move(buckets)), context_(context) {
+GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::GradientViews<float> reduced, kernels::cuda::Context& context)
+    : Passes(std::move(plan), *reduced.plan),
+      context_(context),
+      gradient_elements_(reduced.elements()),
+      reduced_(reduced.values) {
   const ResNetPlan& p = this->plan_;
   const size_t parameters = p.parameter_elements;
   master_ = allocate<float>(parameters);
@@ -56,11 +59,10 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda
     weights_ = allocate<T>(parameters);
     bn_gradient_scratch_ = allocate<float>(2 * static_cast<size_t>(p.max_bn_channels));
   }
-  gradients_ = allocate<T>(this->buckets_.total_elements);
   if constexpr (std::is_same_v<T, float>) {
-    reduced_ = gradients_;
+    gradients_ = reduced_;
   } else {
-    reduced_ = allocate<float>(this->buckets_.total_elements);
+    gradients_ = allocate<T>(gradient_elements_);
   }
   momentum_ = allocate<float>(parameters);
   buffers_ = allocate<float>(p.float_buffer_elements);
@@ -76,9 +78,9 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda
     TRAIN_CUDA_CHECK(cudaMemsetAsync(weights_, 0, sizeof(T) * parameters, stream));
   }
   // The padding between tensors is reduced with them: it must be (and stays) zero.
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, sizeof(T) * this->buckets_.total_elements, stream));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, sizeof(T) * gradient_elements_, stream));
   if (static_cast<void*>(reduced_) != static_cast<void*>(gradients_)) {
-    TRAIN_CUDA_CHECK(cudaMemsetAsync(reduced_, 0, sizeof(float) * this->buckets_.total_elements, stream));
+    TRAIN_CUDA_CHECK(cudaMemsetAsync(reduced_, 0, sizeof(float) * gradient_elements_, stream));
   }
   TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameters, stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(loss_, 0, sizeof(float), stream));
@@ -164,7 +166,7 @@ std::vector<float> GpuResNet<T>::download_parameters() const {
 
 template <typename T>
 std::vector<float> GpuResNet<T>::download_gradients() const {
-  std::vector<float> values(this->buckets_.total_elements);
+  std::vector<float> values(gradient_elements_);
   if constexpr (std::is_same_v<T, float>) {
     copy_to_host(values.data(), gradients_, sizeof(float) * values.size());
   } else {
@@ -178,7 +180,7 @@ std::vector<float> GpuResNet<T>::download_gradients() const {
 
 template <typename T>
 std::vector<float> GpuResNet<T>::download_reduced_gradients() const {
-  return download_floats(reduced_, this->buckets_.total_elements);
+  return download_floats(reduced_, gradient_elements_);
 }
 
 template <typename T>

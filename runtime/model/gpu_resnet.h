@@ -8,12 +8,13 @@
 //     weights (and the classifier bias) feeds the passes and the optimizer rewrites it after every
 //     update; batch-norm gamma/beta are used in fp32 directly (the ops take them so). With T = float the
 //     master weights are the weights (one copy).
-//   - the gradients live in ONE flat device buffer of T laid out by the bucket plan the model is given,
-//     exactly as the CPU model's (backward writes them there). What is reduced across ranks and what the
-//     optimizer reads is an fp32 buffer of the same layout, reduced_gradients(): with T = bf16 each
-//     bucket's range is widened into it (widen_gradients) before its reduction, so that the average over
-//     ranks is computed in fp32 (as the CPU engine's) and not rounded to bf16 at every hop; with
-//     T = float it is the same buffer.
+//   - what is reduced across ranks and what the optimizer reads is the communication layer's flat fp32
+//     buffer (the NCCL reducer's), laid out by its bucket plan exactly as the CPU model's, which the model is
+//     given views into (runtime/comm/gradient_buckets.h): reduced_gradients(). Backward writes the gradients
+//     in T into gradients(): with T = float that is the same buffer; with T = bf16 a buffer of the model's
+//     own in the same layout, each bucket's range widened into the fp32 one (widen_gradients) before its
+//     reduction, so that the average over ranks is computed in fp32 (as the CPU engine's) and not rounded to
+//     bf16 at every hop.
 //   - BN running statistics, saved batch statistics and momentum buffers are fp32; num_batches_tracked is
 //     a host counter (it only ever counts training forwards).
 //   - host-side layouts are the plan's (HostModelState): parameters concatenated in forward order (conv
@@ -61,11 +62,12 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   friend Passes;
 
  public:
-  // Activations are sized for plan.max_batch images; `buckets` lays out the gradients. Allocates all
-  // device memory (the context's convolution workspace included), zeroes the momentum buffers and the
-  // parameters (call upload_state or upload_parameters before training) and uploads the optimizer's
-  // tensor table: synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
-  GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context);
+  // Activations are sized for plan.max_batch images; `reduced` is the fp32 gradient buffer in device memory
+  // (which must outlive the model; zeroed here, padding included). Allocates all other device memory (the
+  // context's convolution workspace included), zeroes the momentum buffers and the parameters (call
+  // upload_state or upload_parameters before training) and uploads the optimizer's tensor table:
+  // synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
+  GpuResNet(ResNetPlan plan, comm::GradientViews<float> reduced, kernels::cuda::Context& context);
   ~GpuResNet();
 
   // ---- state transfer (synchronise the stream) -------------------------------------------------------
@@ -126,7 +128,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
 
   // ---- device pointers ----------------------------------------------------------------------------------
   size_t parameter_elements() const { return this->plan_.parameter_elements; }
-  T* gradients() { return gradients_; }  // bucket_plan().total_elements values of T
+  T* gradients() { return gradients_; }  // the bucket plan's total_elements values of T
   float* reduced_gradients() { return reduced_; }  // the same layout in fp32 (== gradients() for T = float)
   T* gradient_data(int p) { return gradients_ + this->gradient_offset(p); }
   float* master_data(int p) { return master_ + this->plan_.parameters[static_cast<size_t>(p)].offset; }
@@ -173,8 +175,9 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
 
   float* master_ = nullptr;     // fp32 parameters [parameter_elements]
   T* weights_ = nullptr;        // T parameters (== master_ for T = float)
-  T* gradients_ = nullptr;      // [bucket_plan().total_elements]
-  float* reduced_ = nullptr;    // [bucket_plan().total_elements]; == gradients_ for T = float
+  size_t gradient_elements_ = 0;  // of the bucket plan, padding included
+  float* reduced_ = nullptr;    // [gradient_elements_], the reducer's; == gradients_ for T = float
+  T* gradients_ = nullptr;      // [gradient_elements_]
   float* momentum_ = nullptr;   // [parameter_elements]
   float* buffers_ = nullptr;    // running_mean / running_var
   float* bn_gradient_scratch_ = nullptr;  // bf16 only: dgamma, dbeta in fp32 before the cast

@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   const int classes = 1000;
   model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(depth, classes), batch, size, size);
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradients(plan.parameter_counts(), size_t{25} << 20);
+  model::CpuResNet<float> model(std::move(plan), gradients.views());
   model.initialize(1);
   std::mt19937 generator(1);
   std::normal_distribution<float> normal;

@@ -67,8 +67,8 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
 
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), n, static_cast<int>(images->shape[1]),
                                 static_cast<int>(images->shape[2]));
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  CpuResNet<T> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<T> gradients(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<T> model(std::move(plan), gradients.views());
   model.initialize(1);
   model.import_state(weights.tensors);
   int reported = 0;
@@ -81,7 +81,7 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
   std::vector<T> eval_logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, eval_logits.data());
 
-  ExportedTensors out = export_gradients(model.plan(), model.bucket_plan(), model.all_gradients().data(), "grad.");
+  ExportedTensors out = export_gradients(model.plan(), gradients.plan(), gradients.values().data(), "grad.");
   ExportedTensors state = model.export_state();
   std::vector<model_io::TensorView> views = out.views();
   for (auto view : state.views()) {
@@ -107,8 +107,8 @@ int infer(int depth, int classes, const model_io::SafetensorsFile& weights, cons
   std::vector<float> pixels = images->to_float();
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), std::max(n, 2), static_cast<int>(images->shape[1]),
                                 static_cast<int>(images->shape[2]));
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradients(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<float> model(std::move(plan), gradients.views());
   model.import_state(weights.tensors);
   std::vector<float> logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, logits.data());

@@ -90,8 +90,8 @@ TEST_CASE("timeline: layer groups of every ResNet", "[timeline]") {
 TEST_CASE("timeline: the passes mark each layer group forward and backward, only when asked", "[timeline]") {
   model::ResNetPlan plan =
       model::plan_resnet(model::build_resnet_spec(18, 10), 2, 32, 32, model::GradientMemory::per_activation);
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
-  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradient_buffer(plan.parameter_counts(), size_t{1} << 20);
+  model::CpuResNet<float> model(std::move(plan), gradient_buffer.views());
   model.initialize(3);
   std::vector<float> images(2 * 32 * 32 * 3, 0.5f);
   const std::vector<int32_t> labels = {1, 2};
