@@ -40,9 +40,9 @@ void CpuEngine::train_step(const data::Batch& batch, double learning_rate) {
   const bool marked = marking_ && cursor_.begin_step();
   if (marked) mark(cursor_.layout().at(timeline::Mark::forward_begin));
   reducer_.begin_step();
-  const auto result = model_.train_step(
-      batch.images.data(), batch.labels.data(), batch.size, static_cast<float>(settings_.label_smoothing),
-      gradient_scale_, [&](int p) { reducer_.tensor_ready(p); }, [&] { reducer_.progress(); });
+  const auto result = model_.forward_and_loss(batch.images.data(), batch.labels.data(), batch.size,
+                                              static_cast<float>(settings_.label_smoothing), gradient_scale_);
+  model_.backward([&](int p) { reducer_.tensor_ready(p); }, [&] { reducer_.progress(); });
   const auto reduction_started = std::chrono::steady_clock::now();
   reducer_.finish();
   totals_.reduction_wait_seconds +=

@@ -311,9 +311,10 @@ void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate)
   if (marked) mark(compute_.get(), layout.at(timeline::Mark::forward_begin));
 
   reducer_.begin_step();
-  model_.train_step(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()), batch.size,
-                    static_cast<float>(settings_.label_smoothing), /*gradient_scale=*/1.0f,  // ncclAvg averages
-                    [&](int p) { reducer_.tensor_ready(p); });
+  model_.forward_and_loss(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()),
+                          batch.size, static_cast<float>(settings_.label_smoothing),
+                          /*gradient_scale=*/1.0f);  // ncclAvg averages
+  model_.backward([&](int p) { reducer_.tensor_ready(p); }, {});
   // Every bucket's allreduce is enqueued by now: time backward's end and the last reduction's, then let
   // the compute stream wait for the reductions and add what it waited.
   auto* clock = static_cast<unsigned long long*>(clock_.get());

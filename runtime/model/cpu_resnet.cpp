@@ -77,10 +77,8 @@ void CpuResNet<T>::infer(const T* images, int batch, T* logits) {
 }
 
 template <typename T>
-typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, const int32_t* labels, int batch,
-                                                           T label_smoothing, T gradient_scale,
-                                                           const std::function<void(int)>& on_gradient,
-                                                           const std::function<void()>& between_layers) {
+typename CpuResNet<T>::StepResult CpuResNet<T>::forward_and_loss(const T* images, const int32_t* labels, int batch,
+                                                                  T label_smoothing, T gradient_scale) {
   this->forward(images, batch, /*training=*/true);
   StepResult result;
   const int classes = this->spec().num_classes;
@@ -92,7 +90,6 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
   T* dlogits = this->begin_backward();
   result.loss = kernels::softmax_cross_entropy(batch, classes, logits, labels, label_smoothing, dlogits);
   for (int64_t i = 0; i < int64_t{batch} * classes; ++i) dlogits[i] *= gradient_scale;
-  this->backward(on_gradient, between_layers);
   return result;
 }
 

@@ -40,11 +40,11 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
     double loss = 0;     // mean cross-entropy over this rank's batch
     int correct = 0;     // top-1 hits in the batch (training-mode logits)
   };
-  // Forward in training mode, loss, backward. `gradient_scale` multiplies the loss gradient (1/ranks: the
-  // reduction's sum then is the average). `on_gradient(p)` is called once per parameter p (forward
-  // numbering) as soon as its gradient is final; `between_layers()` after each backward layer.
-  StepResult train_step(const T* images, const int32_t* labels, int batch, T label_smoothing, T gradient_scale,
-                        const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
+  // A training step's first half: forward in training mode, the loss and its gradient, which
+  // `gradient_scale` multiplies (1/ranks: the reduction's sum then is the average). backward() (ResNetPasses)
+  // is the second half; the optimizer (sgd_step) comes after the reduction.
+  StepResult forward_and_loss(const T* images, const int32_t* labels, int batch, T label_smoothing,
+                              T gradient_scale);
 
   // Forward in inference mode (running statistics) into logits [batch][classes].
   void infer(const T* images, int batch, T* logits);

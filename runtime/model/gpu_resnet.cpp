@@ -380,11 +380,9 @@ void GpuResNet<T>::infer(const T* images, int batch, T* logits) {
 }
 
 template <typename T>
-typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::train_step(const T* images, const std::int32_t* labels,
-                                                                int batch, float label_smoothing,
-                                                                float gradient_scale,
-                                                                const std::function<void(int)>& on_gradient,
-                                                                const std::function<void()>& between_layers) {
+typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::forward_and_loss(const T* images, const std::int32_t* labels,
+                                                                      int batch, float label_smoothing,
+                                                                      float gradient_scale) {
   this->forward(images, batch, /*training=*/true);
   cudaStream_t stream = context_.stream();
   const int classes = this->spec().num_classes;
@@ -394,7 +392,6 @@ typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::train_step(const T* images
   cuda::softmax_cross_entropy<T>(context_, batch, classes, logits, labels, label_smoothing, loss_, dlogits);
   detail::accumulate_totals(stream, loss_, correct_, batch, totals_);
   if (gradient_scale != 1.0f) detail::scale_values<T>(stream, int64_t{batch} * classes, dlogits, gradient_scale);
-  this->backward(on_gradient, between_layers);
   return DeviceStepResult{loss_, correct_};
 }
 

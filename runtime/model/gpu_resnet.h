@@ -21,13 +21,13 @@
 //     weights OHWI), gradients in the bucket layout, BN buffers by spec index.
 //
 // Streams and synchronisation: every op is enqueued on context.stream() (the compute stream); nothing in
-// train_step(), infer() or sgd_step() waits on the host. The caller's device inputs (images, labels) must
-// be ready on that stream when the call is made (e.g. an event recorded after their upload, waited on by
-// the compute stream) and must stay unchanged until the step's work has run: the first convolution's
-// weight gradient reads the images again during backward. Setup and the upload/download functions
-// synchronise the stream (setup time, checkpoints and checks only).
+// forward_and_loss(), backward(), infer() or sgd_step() waits on the host. The caller's device inputs
+// (images, labels) must be ready on that stream when the call is made (e.g. an event recorded after their
+// upload, waited on by the compute stream) and must stay unchanged until the step's work has run: the first
+// convolution's weight gradient reads the images again during backward. Setup and the upload/download
+// functions synchronise the stream (setup time, checkpoints and checks only).
 //
-// Averaging: the model never averages over ranks. train_step multiplies the loss gradient by
+// Averaging: the model never averages over ranks. forward_and_loss multiplies the loss gradient by
 // `gradient_scale`, like CpuResNet. Use gradient_scale = 1 with NcclGradientReducer's default ncclAvg on
 // the fp32 buffer (the CUDA engine's convention: NCCL pre-multiplies by an fp32 1/ranks and sums in fp32),
 // or gradient_scale = 1/ranks with ncclSum (the CPU engine's convention). Never 1/ranks with ncclAvg.
@@ -93,7 +93,8 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
 
   // ---- training and inference (enqueue only) -----------------------------------------------------------
   // Where a step's results are on the device: the mean loss (fp32) and the top-1 hits of the batch
-  // (training-mode logits). Valid once the step's work has run and until the next train_step is enqueued.
+  // (training-mode logits). Valid once the step's work has run and until the next forward_and_loss is
+  // enqueued.
   struct DeviceStepResult {
     const float* loss = nullptr;
     const std::int32_t* correct = nullptr;
@@ -102,20 +103,20 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
     double loss = 0;
     int correct = 0;
   };
-  // Forward in training mode, loss, backward, as CpuResNet::train_step. images: device NHWC [batch][h][w][3]
-  // in T; labels: device int32 [batch]. `on_gradient(p)` is called once per parameter p (forward
-  // numbering), in the CPU model's order, right after the kernel that finishes p's gradient has been
-  // ENQUEUED on the compute stream (so a reducer can record an event there); `between_layers()`, when
-  // given, after each backward layer's work is enqueued.
-  DeviceStepResult train_step(const T* images, const std::int32_t* labels, int batch, float label_smoothing,
-                              float gradient_scale, const std::function<void(int)>& on_gradient,
-                              const std::function<void()>& between_layers = {});
+  // A training step's first half, as CpuResNet::forward_and_loss: forward in training mode, the loss and
+  // its gradient times `gradient_scale`. images: device NHWC [batch][h][w][3] in T; labels: device int32
+  // [batch]. backward() (ResNetPasses) is the second half: its `on_gradient(p)` is called once per
+  // parameter p (forward numbering), in the CPU model's order, right after the kernel that finishes p's
+  // gradient has been ENQUEUED on the compute stream (so a reducer can record an event there);
+  // `between_layers()`, when given, after each backward layer's work is enqueued.
+  DeviceStepResult forward_and_loss(const T* images, const std::int32_t* labels, int batch, float label_smoothing,
+                                    float gradient_scale);
   // Waits for the compute stream and reads the last step's loss and hits.
   StepResult read_step_result();
   // Enqueues the widening of gradient elements [begin, end) (bucket layout) into reduced_gradients():
   // after backward has written them, before they are reduced. Nothing to do for T = float.
   void widen_gradients(size_t begin, size_t end);
-  // The sums of every train_step since the last copy, kept on the device: {loss x images, images, hits}.
+  // The sums of every forward_and_loss since the last copy, kept on the device: {loss x images, images, hits}.
   // Enqueues their copy into `host` (pinned memory: read it once work recorded after this call has run,
   // e.g. an event) and their reset; never waits.
   void copy_totals_async(double* host);

@@ -68,6 +68,12 @@ class ResNetPasses {
   std::vector<int64_t>& all_tracked() { return tracked_; }  // laid out by plan().buffer_offset
   const std::vector<int64_t>& all_tracked() const { return tracked_; }
 
+  // A training step's second half, after the model's forward_and_loss: the layers in reverse from the loss's
+  // gradient. `on_gradient(p)` once per parameter p (forward numbering) right after the op that finishes
+  // p's gradient (so that its bucket can start reducing); `between_layers()` after each backward layer.
+  // Either may be empty.
+  void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
+
  protected:
   // `gradients` lays out the flat gradient buffer (the bucket plan that the communication layer made from
   // plan.parameter_counts()): each parameter's gradient offset is taken from it here.
@@ -119,11 +125,8 @@ class ResNetPasses {
   }
 
   void forward(const T* images, int batch, bool training);
-  // Starts a backward pass: returns where the loss's gradient (the logits' gradient) goes.
+  // Where the loss's gradient (the logits' gradient) goes, for backward() to start from.
   T* begin_backward();
-  // `on_gradient(p)` once per parameter p (forward numbering) right after the op that finishes p's
-  // gradient; `between_layers()` after each backward layer. Either may be empty.
-  void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
 
   ResNetPlan plan_;
   std::vector<Parameter> parameters_;

@@ -7,9 +7,9 @@
 // at batch 8 with 32x32 images; each in fp32 (GpuResNet<float>) and bf16 (GpuResNet<bf16>). Per case and
 // mode, from CpuResNet::initialize(seed) weights and one random batch (bf16: weights and images first
 // rounded to bf16 for every model, so all compute from the same values):
-//   GPU:  train_step (label smoothing 0.1, gradient_scale 0.5 as for two ranks) + sgd_step (lr 0.1,
-//         momentum 0.9, weight decay 1e-4 on conv/fc weights);
-//   CPU:  the same train_step in fp32 (CpuResNet<float>) and in fp64 (CpuResNet<double>, "exact").
+//   GPU:  forward_and_loss and backward (label smoothing 0.1, gradient_scale 0.5 as for two ranks) +
+//         sgd_step (lr 0.1, momentum 0.9, weight decay 1e-4 on conv/fc weights);
+//   CPU:  the same step in fp32 (CpuResNet<float>) and in fp64 (CpuResNet<double>, "exact").
 // Compared: bucket plan and on_gradient order (identical to the CPU's), loss, top-1 hits, every gradient,
 // BN running statistics and num_batches_tracked, the SGD step (GPU momentum and weights against
 // kernels::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
@@ -330,8 +330,8 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
 
   // ---- the step: CPU fp32, CPU fp64 ("exact"), GPU ----
   std::vector<int> cpu_order, gpu_order;
-  const auto cpu_result = cpu.train_step(images.data(), labels.data(), c.batch, kLabelSmoothing, kGradientScale,
-                                         [&](int p) { cpu_order.push_back(p); }, [] {});
+  const auto cpu_result = cpu.forward_and_loss(images.data(), labels.data(), c.batch, kLabelSmoothing, kGradientScale);
+  cpu.backward([&](int p) { cpu_order.push_back(p); }, {});
   const std::vector<float> cpu_gradients = cpu_gradient_buffer.values();
 
   train::comm::GradientBuffer<double> exact_gradient_buffer(buckets_of(cpu_plan));
@@ -342,13 +342,14 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
     std::copy(start.begin(), start.end(), exact.all_values().begin());
   }
   const std::vector<double> images64(images.begin(), images.end());
-  const auto exact_result = exact.train_step(images64.data(), labels.data(), c.batch, kLabelSmoothing,
-                                             kGradientScale, [](int) {}, [] {});
+  const auto exact_result =
+      exact.forward_and_loss(images64.data(), labels.data(), c.batch, kLabelSmoothing, kGradientScale);
+  exact.backward({}, {});
   const std::vector<double>& exact_gradients = exact_gradient_buffer.values();
 
   const std::vector<float> gpu_before = gpu.download_parameters();
-  gpu.train_step(device_images.get(), device_labels.get(), c.batch, kLabelSmoothing, kGradientScale,
-                 [&](int p) { gpu_order.push_back(p); });
+  gpu.forward_and_loss(device_images.get(), device_labels.get(), c.batch, kLabelSmoothing, kGradientScale);
+  gpu.backward([&](int p) { gpu_order.push_back(p); }, {});
   const auto gpu_result = gpu.read_step_result();
   const std::vector<float> gpu_gradients = gpu.download_gradients();
   // No reducer here: widen every gradient into the fp32 buffer the optimizer reads, as the engine's buckets

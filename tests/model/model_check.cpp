@@ -72,7 +72,8 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
   model.initialize(1);
   model.import_state(weights.tensors);
   int reported = 0;
-  auto result = model.train_step(pixels.data(), targets.data(), n, smoothing, T(1), [&](int) { ++reported; }, [] {});
+  auto result = model.forward_and_loss(pixels.data(), targets.data(), n, smoothing, T(1));
+  model.backward([&](int) { ++reported; }, [] {});
   if (reported != model.parameter_tensors()) {
     throw std::runtime_error(fmt::format("backward reported {} gradients for {} parameters", reported,
                                          model.parameter_tensors()));

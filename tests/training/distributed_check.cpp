@@ -64,7 +64,8 @@ std::vector<double> reference_gradient(Reference& reference, const std::vector<f
   std::vector<double> sum(reference.gradients.values().size(), 0.0);
   for (int shard = 0; shard < ranks; ++shard) {
     Shard data = make_shard(step, shard);
-    reference.model.train_step(data.images.data(), data.labels.data(), batch, smoothing, 1.0f, [](int) {}, [] {});
+    reference.model.forward_and_loss(data.images.data(), data.labels.data(), batch, smoothing, 1.0f);
+    reference.model.backward({}, {});
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += reference.gradients.values()[i];
   }
   for (auto& value : sum) value /= ranks;
@@ -84,8 +85,8 @@ std::vector<float> distributed_parameters(int rank, int ranks, size_t fusion_thr
   for (int step = 0; step < steps; ++step) {
     Shard data = make_shard(step, rank);
     reducer.begin_step();
-    model.train_step(data.images.data(), data.labels.data(), batch, smoothing, 1.0f / static_cast<float>(ranks),
-                     [&](int p) { reducer.tensor_ready(p); }, [&] { reducer.progress(); });
+    model.forward_and_loss(data.images.data(), data.labels.data(), batch, smoothing, 1.0f / static_cast<float>(ranks));
+    model.backward([&](int p) { reducer.tensor_ready(p); }, [&] { reducer.progress(); });
     reducer.finish();
     if (reference) {
       auto expected = reference_gradient(*reference, model.all_values(), step, ranks);
