@@ -56,7 +56,9 @@ int Trainer::run() {
   resume_if_checkpointed();
   open_sample_log();
   if (settings_.timeline) {
-    timeline_ = std::make_unique<timeline::Timeline>(settings_, identity_, comm_, collective_timeout());
+    const timeline::TimelineOptions options{*settings_.timeline, settings_.timeline_dir, settings_.output_dir,
+                                            settings_.host, settings_.device == Device::cuda};
+    timeline_ = std::make_unique<timeline::Timeline>(options, identity_, comm_, collective_timeout());
   }
 
   std::unique_ptr<data::BatchLoader> loader =
@@ -69,7 +71,7 @@ int Trainer::run() {
   open_reports();
   start_ = clock::now();
   steps_at_start_ = interval_first_step_ = step_;
-  if (timeline_) timeline_->start(step_, total_steps_, *engine_);
+  if (timeline_) timeline_->start(step_, total_steps_, engine_->step_recorder());
   return settings_.pipe ? run_pipe(*loader) : run_epochs(*loader);
 }
 
@@ -215,7 +217,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   last_learning_rate_ = schedule_.at(step_);
   {
     const timeline::TimelineSpan span(timeline_.get(), "train_step", timeline::TraceCategory::detail);
-    engine_->train_step(batch, last_learning_rate_);
+    engine_->run_step(batch, last_learning_rate_);
   }
   ++step_;
   // Every rank votes after every step, so all stop at the same one.
@@ -229,7 +231,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   // collective's algorithm and the rank's place in it): it counts as waiting for the others.
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - vote_started).count();
   if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
-  if (timeline_) timeline_->steps_done(step_, *engine_);
+  if (timeline_) timeline_->steps_done(step_, engine_->step_recorder());
   return stop > 0;
 }
 
@@ -256,7 +258,7 @@ void Trainer::log_progress(int64_t epoch) {
   interval_first_step_ = step_;
   flush_progress();
   pending_line_ = line;
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
+  if (timeline_) timeline_->finish_if_due(step_, engine_->step_recorder(), /*final=*/false);
 }
 
 // The pending log line, if any: printed now (collective).
@@ -290,7 +292,7 @@ void Trainer::print_progress(const ProgressLine& line) {
 // the failure of a stop the job did not ask for (runtime/stop_request.h).
 int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
   flush_progress();
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
+  if (timeline_) timeline_->finish_if_due(step_, engine_->step_recorder(), /*final=*/true);
   save_checkpoint(next, "stop request");
   write_summary("stopped");
   if (identity_.rank == 0) {
@@ -302,7 +304,7 @@ int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
 
 // After the last step: every rank must hold the same parameters, then rank 0 writes the model.
 int Trainer::finish_training() {
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
+  if (timeline_) timeline_->finish_if_due(step_, engine_->step_recorder(), /*final=*/true);
   const std::vector<float> parameters = engine_->parameters();
   comm::check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
   write_model();
@@ -328,7 +330,7 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
     const timeline::TimelineSpan span(timeline_.get(), "checkpoint", timeline::TraceCategory::pause);
     save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
   }
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
+  if (timeline_) timeline_->finish_if_due(step_, engine_->step_recorder(), /*final=*/false);
   paused_seconds_ += std::chrono::duration<double>(clock::now() - paused_at).count();
   epoch_ = TrainingSums{};
   epoch_start_seconds_ = training_seconds();

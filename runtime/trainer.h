@@ -1,12 +1,12 @@
 // The training loop of a rank, one for every backend: data and Pipe dealing, epochs, the learning rate,
 // metrics, validation, checkpoints and resume, stop requests and the model file. It drives an Engine
-// (runtime/engine.h) for everything that touches the model. Every rank runs it; rank 0 logs and writes.
+// (runtime/engine/engine.h) for everything that touches the model. Every rank runs it; rank 0 logs and writes.
 #pragma once
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "runtime/data/loader/batch_loader.h"
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/learning_rate.h"
 #include "runtime/metrics_summary.h"
 #include "runtime/rank_timing.h"

@@ -68,7 +68,6 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::GradientViews<float> reduced, ker
   buffers_ = allocate<float>(p.float_buffer_elements);
   loss_ = allocate<float>(1);
   correct_ = allocate<std::int32_t>(1);
-  totals_ = allocate<double>(3);
   saved_ = this->template allocate_storage<float>();  // activation 0, the images, is the caller's
 
   // Initial contents: zero parameters, gradients and momentum; running statistics 0 and 1 (torchvision's).
@@ -85,7 +84,6 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::GradientViews<float> reduced, ker
   TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameters, stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(loss_, 0, sizeof(float), stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(correct_, 0, sizeof(std::int32_t), stream));
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof(double) * 3, stream));
   std::vector<float> initial_buffers(p.float_buffer_elements, 0.0f);
   for (size_t i = 0; i < p.spec.tensors.size(); ++i) {
     const auto& tensor = p.spec.tensors[i];
@@ -390,7 +388,6 @@ typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::forward_and_loss(const T* 
   detail::count_top1<T>(stream, batch, classes, logits, labels, correct_);
   T* dlogits = this->begin_backward();
   cuda::softmax_cross_entropy<T>(context_, batch, classes, logits, labels, label_smoothing, loss_, dlogits);
-  detail::accumulate_totals(stream, loss_, correct_, batch, totals_);
   if (gradient_scale != 1.0f) detail::scale_values<T>(stream, int64_t{batch} * classes, dlogits, gradient_scale);
   return DeviceStepResult{loss_, correct_};
 }
@@ -403,12 +400,6 @@ typename GpuResNet<T>::StepResult GpuResNet<T>::read_step_result() {
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost, context_.stream()));
   TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
   return StepResult{loss, correct};
-}
-
-template <typename T>
-void GpuResNet<T>::copy_totals_async(double* host) {
-  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host, totals_, sizeof(double) * 3, cudaMemcpyDeviceToHost, context_.stream()));
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof(double) * 3, context_.stream()));
 }
 
 template <typename T>

@@ -56,6 +56,14 @@
 
 namespace train::model {
 
+// Where a step's results are on the device: the mean loss (fp32) and the top-1 hits of the batch
+// (training-mode logits). Valid once the step's work has run and until the next forward_and_loss is
+// enqueued.
+struct DeviceStepResult {
+  const float* loss = nullptr;
+  const std::int32_t* correct = nullptr;
+};
+
 template <typename T>
 class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   using Passes = ResNetPasses<GpuResNet<T>, T>;
@@ -92,13 +100,8 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   void upload_buffer(int spec_index, const std::vector<float>& values);
 
   // ---- training and inference (enqueue only) -----------------------------------------------------------
-  // Where a step's results are on the device: the mean loss (fp32) and the top-1 hits of the batch
-  // (training-mode logits). Valid once the step's work has run and until the next forward_and_loss is
-  // enqueued.
-  struct DeviceStepResult {
-    const float* loss = nullptr;
-    const std::int32_t* correct = nullptr;
-  };
+  // Where a step's results are on the device (model::DeviceStepResult, the same for every T).
+  using DeviceStepResult = model::DeviceStepResult;
   struct StepResult {
     double loss = 0;
     int correct = 0;
@@ -116,10 +119,6 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   // Enqueues the widening of gradient elements [begin, end) (bucket layout) into reduced_gradients():
   // after backward has written them, before they are reduced. Nothing to do for T = float.
   void widen_gradients(size_t begin, size_t end);
-  // The sums of every forward_and_loss since the last copy, kept on the device: {loss x images, images, hits}.
-  // Enqueues their copy into `host` (pinned memory: read it once work recorded after this call has run,
-  // e.g. an event) and their reset; never waits.
-  void copy_totals_async(double* host);
   // Forward in inference mode (running statistics) into device logits [batch][classes] in T.
   void infer(const T* images, int batch, T* logits);
   // One optimizer step over every parameter (kernels::cuda::sgd_step, multi-tensor): fp32 master weights and
@@ -184,7 +183,6 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   float* bn_gradient_scratch_ = nullptr;  // bf16 only: dgamma, dbeta in fp32 before the cast
   float* loss_ = nullptr;
   std::int32_t* correct_ = nullptr;
-  double* totals_ = nullptr;  // accumulate_totals' sums since copy_totals_async()
   std::vector<typename Passes::template SavedForBackward<float>> saved_;  // by layer
   std::unique_ptr<kernels::cuda::SgdTensorTable<T>> sgd_table_;
 };

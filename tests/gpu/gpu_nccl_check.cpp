@@ -5,7 +5,7 @@
 // when the number of ranks is a power of two), bit-identical on every rank, for several bucket thresholds:
 //   fp32            the fp32 mode: backward writes the fp32 buffer that is reduced;
 //   bf16 widened    training: backward writes bf16, each bucket is widened to fp32 just before its
-//                   reduction (the reducer's prepare hook, as runtime/cuda_engine.cpp sets it).
+//                   reduction (the reducer's prepare hook, as runtime/engine/cuda_engine.cpp sets it).
 //
 //   mpirun -np <ranks> gpu_nccl_check
 // Ranks go to GPUs round-robin. Where a host has fewer GPUs than ranks (a check on a one-GPU machine), each

@@ -1,8 +1,7 @@
-#include "runtime/cuda_engine.h"
+#include "runtime/engine/cuda_engine.h"
 
 #include "common/config_error.h"
 #include "kernels/cuda/context.h"
-#include "kernels/cuda/device_clock.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
@@ -10,15 +9,14 @@
 #include "runtime/comm/nccl_check.h"
 #include "runtime/comm/nccl_communicator.h"
 #include "runtime/model/gpu_resnet.h"
+#include "runtime/engine/cuda_step_probe.h"
+#include "runtime/engine/step_observer.h"
 #include "runtime/model/model_state.h"
-#include "runtime/timeline/engine_marks.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <cstring>
-#include <deque>
-#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -51,6 +49,15 @@ std::string does_not_fit(const TrainingSettings& settings, int rank, const std::
       static_cast<double>(total_bytes) / (1 << 30), static_cast<double>(free_bytes) / (1 << 30), what);
 }
 
+// The timeline's marks the engine makes room for when it is made (recording never allocates): every
+// recorded step's row, for settings.timeline's steps; none without a timeline.
+size_t timeline_marks(const TrainingSettings& settings, const comm::BucketPlan& buckets) {
+  if (!settings.timeline) return 0;
+  timeline::StepMarkLayout layout;
+  layout.buckets = buckets.buckets.size();
+  return static_cast<size_t>(settings.timeline->steps()) * layout.per_step();
+}
+
 template <typename T>
 class CudaEngine final : public Engine {
  public:
@@ -69,12 +76,11 @@ class CudaEngine final : public Engine {
   model::ExportedTensors export_momentum() override;
   std::vector<float> parameters() override;
 
-  void train_step(const data::Batch& batch, double learning_rate) override;
-  void request_totals() override;
-  StepTotals take_totals() override;
+  void run_step(const data::Batch& batch, double learning_rate) override;
+  void request_totals() override { observer_.request_totals(); }
+  StepTotals take_totals() override { return observer_.take_totals(); }
+  timeline::StepRecorder& step_recorder() override { return observer_; }
   void infer(const data::Batch& batch, float* logits) override;
-  void record_steps(int64_t steps) override;
-  timeline::RecordedSteps take_recorded_steps() override;
 
  private:
   CudaEngine(const TrainingSettings& settings, model::ResNetPlan network, MPI_Comm comm,
@@ -87,13 +93,8 @@ class CudaEngine final : public Engine {
   void drain(const char* what);  // waits for everything queued on the compute stream
   void reduce_once();            // one reduction of the (zero) gradients: NCCL's connections and buffers
   void enqueue_step(const data::Batch& batch, double learning_rate);
+  int take_batch(const data::Batch& batch);  // its upload to a slot, on the copy stream: the slot
   void infer_into(const data::Batch& batch, float* logits);
-  // The timeline: a device timestamp of `slot` of the current step's row, in `stream`'s order.
-  void mark(cudaStream_t stream, size_t slot) {
-    cuda::record_device_time(stream, static_cast<unsigned long long*>(device_marks_.get()) + cursor_.index(slot));
-  }
-  void stop_marking();
-  void enqueue_marks_copy();  // the recorded rows to host_marks_, after the steps queued so far
 
   const TrainingSettings& settings_;
   std::chrono::milliseconds timeout_;
@@ -117,35 +118,11 @@ class CudaEngine final : public Engine {
   cuda::DeviceMemory logits_, float_logits_;
   cuda::PinnedMemory host_logits_;
   cuda::Event uploaded_[2], consumed_[2], drained_;
-  int64_t steps_ = 0, steps_since_totals_ = 0;
-  // How long the compute stream waited for the reductions after backward, measured on the device: the
-  // global timer at backward's end and after the last bucket's allreduce (clock_[0], clock_[1]), the sum
-  // of the differences since the last totals (reduction_wait_, one double).
-  cuda::DeviceMemory clock_, reduction_wait_;
-  // Totals requested and not yet taken: each a pinned slot of {loss x images, images, hits, reduction
-  // wait} that the compute stream fills, and an event after it. The trainer keeps at most two in flight.
-  static constexpr int totals_slots = 4;
-  cuda::PinnedMemory host_totals_;
-  cuda::Event totals_copied_[totals_slots];
-  struct RequestedTotals {
-    int slot = 0;
-    int64_t steps = 0;
-  };
-  std::deque<RequestedTotals> requested_;
-  int next_totals_slot_ = 0;
-  // The timeline's marks (runtime/timeline/step_marks.h): device timestamps written in stream order into
-  // device_marks_, room for settings.timeline's steps taken when the engine is made (recording never
-  // allocates); copied to host_marks_ by the compute stream after the last recorded step, read an interval
-  // later; put on the host's clock by the probe's measurements at the start and the end of the recording.
-  timeline::StepMarkCursor cursor_;
-  bool marking_ = false, marks_copy_enqueued_ = false;
-  int64_t mark_capacity_ = 0;  // steps
-  size_t upload_bytes_ = 0;    // the last recorded step's batch
-  cuda::DeviceMemory device_marks_;
-  cuda::PinnedMemory host_marks_;
-  cuda::Event marks_copied_, marks_zeroed_;
-  std::unique_ptr<cuda::DeviceClockProbe> clock_probe_;
-  std::optional<cuda::DeviceClockOffset> clock_at_start_;
+  int64_t steps_ = 0;
+  // The step observer (runtime/engine/step_observer.h) and its device half: the log lines' sums on the
+  // device, the timeline's marks as device timestamps.
+  CudaStepProbe probe_;
+  StepObserver<model::DeviceStepResult> observer_;
 };
 
 // The fusion threshold goes to the reducer, which plans the buckets; the model writes into their buffer.
@@ -171,7 +148,11 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, model::ResNetPlan ne
                                                    return reduced_gradients_.get();
                                                  }},
                timeout, ncclAvg, [this](size_t begin, size_t end) { model_.widen_gradients(begin, end); }),
-      model_(std::move(network), reducer_.gradients(), context_) {
+      model_(std::move(network), reducer_.gradients(), context_),
+      probe_(CudaStepProbe::Streams{compute_.get(), communication_.get(), copy_.get()},
+             timeline_marks(settings, reducer_.plan()), make_device,
+             [this](cudaEvent_t event, const char* what) { wait_for(event, what); }),
+      observer_(probe_, model_, reducer_) {
   TRAIN_CUDA_CHECK(cudaGetDevice(&device_));
   const model::ResNetPlan& p = model_.plan();
   const size_t image_values = static_cast<size_t>(p.max_batch) * static_cast<size_t>(p.height * p.width * 3);
@@ -190,22 +171,6 @@ CudaEngine<T>::CudaEngine(const TrainingSettings& settings, model::ResNetPlan ne
   logits_ = make_device(sizeof(T) * logit_values);
   host_logits_ = cuda::allocate_pinned(sizeof(float) * logit_values);
   drained_ = cuda::make_event();
-  clock_ = make_device(sizeof(unsigned long long) * 2);
-  reduction_wait_ = make_device(sizeof(double));
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(reduction_wait_.get(), 0, sizeof(double), compute_.get()));
-  host_totals_ = cuda::allocate_pinned(sizeof(double) * 4 * totals_slots);
-  for (auto& event : totals_copied_) event = cuda::make_event();
-  if (settings.timeline) {
-    timeline::StepMarkLayout layout;
-    layout.buckets = reducer_.plan().buckets.size();
-    mark_capacity_ = settings.timeline->steps();
-    const size_t bytes = sizeof(unsigned long long) * static_cast<size_t>(mark_capacity_) * layout.per_step();
-    device_marks_ = make_device(bytes);
-    host_marks_ = cuda::allocate_pinned(bytes);
-    marks_copied_ = cuda::make_event();
-    marks_zeroed_ = cuda::make_event();
-    clock_probe_ = std::make_unique<cuda::DeviceClockProbe>();
-  }
   reduce_once();
 }
 
@@ -273,11 +238,13 @@ const T* CudaEngine<T>::images_for_model(int slot, int64_t count) {
   }
 }
 
-// One step, enqueued: upload (copy stream) -> cast, forward, loss, backward with bucketed allreduces
-// (compute and communication streams) -> the optimizer after the reductions. Returns once the batch is on
-// the device; the step itself may still be running.
+// One training step, enqueued, each phase one call: take the batch (its upload on the copy stream), forward
+// and loss, backward with each bucket's allreduce started on the communication stream as backward fills it,
+// the compute stream's wait for the reductions (an event, not the host), the optimizer. Returns once the
+// batch is on the device; the step itself may still be running. The observer (runtime/engine/
+// step_observer.h) keeps the log lines' sums and the timeline's marks.
 template <typename T>
-void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
+void CudaEngine<T>::run_step(const data::Batch& batch, double learning_rate) {
   try {
     enqueue_step(batch, learning_rate);
   } catch (const cuda::DeviceOutOfMemory& error) {
@@ -287,168 +254,46 @@ void CudaEngine<T>::train_step(const data::Batch& batch, double learning_rate) {
 
 template <typename T>
 void CudaEngine<T>::enqueue_step(const data::Batch& batch, double learning_rate) {
-  const int64_t count = pixels(batch);
-  const int slot = static_cast<int>(steps_ % 2);
-  const bool marked = marking_ && cursor_.begin_step();
-  const timeline::StepMarkLayout& layout = cursor_.layout();
-  // The slot is free once the step two back has run (it read these buffers until its backward ended).
-  std::memcpy(host_labels_[slot].get(), batch.labels.data(), sizeof(std::int32_t) * static_cast<size_t>(batch.size));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), consumed_[slot].get(), 0));
-  if (marked) mark(copy_.get(), layout.at(timeline::Mark::upload_begin));
-  TRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[slot].get(), batch.images.data(), sizeof(float) * static_cast<size_t>(count),
-                                   cudaMemcpyHostToDevice, copy_.get()));
-  TRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[slot].get(), host_labels_[slot].get(),
-                                   sizeof(std::int32_t) * static_cast<size_t>(batch.size), cudaMemcpyHostToDevice,
-                                   copy_.get()));
-  if (marked) {
-    mark(copy_.get(), layout.at(timeline::Mark::upload_end));
-    upload_bytes_ = sizeof(float) * static_cast<size_t>(count) + sizeof(std::int32_t) * static_cast<size_t>(batch.size);
-  }
-  TRAIN_CUDA_CHECK(cudaEventRecord(uploaded_[slot].get(), copy_.get()));
-  // Before its wait for the upload: the stream reaches the step once it is done with what came before.
-  if (marked) mark(compute_.get(), layout.at(timeline::Mark::compute_begin));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), uploaded_[slot].get(), 0));
-  if (marked) mark(compute_.get(), layout.at(timeline::Mark::forward_begin));
-
+  observer_.step_begins();
+  const int slot = take_batch(batch);
+  observer_.mark(timeline::Mark::forward_begin);
   reducer_.begin_step();
-  model_.forward_and_loss(images_for_model(slot, count), static_cast<const std::int32_t*>(labels_[slot].get()),
-                          batch.size, static_cast<float>(settings_.label_smoothing),
-                          /*gradient_scale=*/1.0f);  // ncclAvg averages
+  const model::DeviceStepResult result = model_.forward_and_loss(
+      images_for_model(slot, pixels(batch)), static_cast<const std::int32_t*>(labels_[slot].get()), batch.size,
+      static_cast<float>(settings_.label_smoothing), /*gradient_scale=*/1.0f);  // ncclAvg averages
   model_.backward([&](int p) { reducer_.tensor_ready(p); }, {});
-  // Every bucket's allreduce is enqueued by now: time backward's end and the last reduction's, then let
-  // the compute stream wait for the reductions and add what it waited.
-  auto* clock = static_cast<unsigned long long*>(clock_.get());
-  cuda::record_device_time(compute_.get(), clock);
-  cuda::record_device_time(communication_.get(), clock + 1);
+  observer_.waiting_for_reductions();
   reducer_.finish();
-  if (marked) mark(compute_.get(), layout.at(timeline::Mark::reductions_done));
-  cuda::add_elapsed_seconds(compute_.get(), clock, clock + 1, static_cast<double*>(reduction_wait_.get()));
+  observer_.reductions_done();
   model_.sgd_step(optimizer_options(settings_, learning_rate));
-  if (marked) {
-    mark(compute_.get(), layout.at(timeline::Mark::optimizer_end));
-    if (!cursor_.more()) {
-      stop_marking();
-      enqueue_marks_copy();
-    }
-  }
+  observer_.step_done(result, batch.size);
   TRAIN_CUDA_CHECK(cudaEventRecord(consumed_[slot].get(), compute_.get()));
   ++steps_;
-  ++steps_since_totals_;
   wait_for(uploaded_[slot].get(), "the copy of a batch to the GPU");  // the trainer may refill the batch now
 }
 
-// The sums since the last request, copied back by the compute stream after the steps queued so far while
-// the GPU goes on: a log line never stops the GPU (runtime/trainer.cpp prints it one interval later).
+// The batch to upload slot steps_ % 2 on the copy stream, and the compute stream's wait for it. The slot is
+// free once the step two back has run (it read these buffers until its backward ended).
 template <typename T>
-void CudaEngine<T>::request_totals() {
-  if (requested_.size() == totals_slots) throw std::logic_error("CudaEngine: totals requested and never taken");
-  const int slot = next_totals_slot_;
-  next_totals_slot_ = (next_totals_slot_ + 1) % totals_slots;
-  double* host = static_cast<double*>(host_totals_.get()) + 4 * slot;
-  model_.copy_totals_async(host);
-  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host + 3, reduction_wait_.get(), sizeof(double), cudaMemcpyDeviceToHost,
-                                   compute_.get()));
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(reduction_wait_.get(), 0, sizeof(double), compute_.get()));
-  TRAIN_CUDA_CHECK(cudaEventRecord(totals_copied_[slot].get(), compute_.get()));
-  requested_.push_back(RequestedTotals{slot, steps_since_totals_});
-  steps_since_totals_ = 0;
-}
-
-template <typename T>
-StepTotals CudaEngine<T>::take_totals() {
-  if (requested_.empty()) request_totals();
-  const RequestedTotals oldest = requested_.front();
-  wait_for(totals_copied_[oldest.slot].get(), "the steps' loss and hits");
-  requested_.pop_front();
-  const double* host = static_cast<const double*>(host_totals_.get()) + 4 * oldest.slot;
-  StepTotals result{host[0], host[1], host[2], oldest.steps};
-  result.reduction_wait_seconds = host[3];
-  return result;
-}
-
-// Device timestamps at each mark (runtime/timeline/step_marks.h), on the stream doing the work: the model's
-// passes mark their layer groups on the compute stream, the reducer each bucket's start and end on the
-// communication stream, enqueue_step the upload on the copy stream and the rest on the compute stream.
-template <typename T>
-void CudaEngine<T>::record_steps(int64_t steps) {
-  if (steps > mark_capacity_) {
-    throw std::logic_error(fmt::format("CudaEngine: {} steps to record, room for {}", steps, mark_capacity_));
-  }
-  timeline::StepMarkLayout layout;
-  layout.buckets = reducer_.plan().buckets.size();
-  cursor_.start(layout, steps);
-  marks_copy_enqueued_ = false;
-  marking_ = steps > 0;
-  if (!marking_) return;
-  // Zeroed in the copy stream's order, which every mark of the coming steps follows: the copy stream's own,
-  // the compute stream's (it waits for the zeroing below, then for each upload), the communication
-  // stream's (it waits for the compute stream).
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(device_marks_.get(), 0,
-                                   sizeof(unsigned long long) * static_cast<size_t>(steps) * layout.per_step(),
+int CudaEngine<T>::take_batch(const data::Batch& batch) {
+  const int64_t count = pixels(batch);
+  const int slot = static_cast<int>(steps_ % 2);
+  std::memcpy(host_labels_[slot].get(), batch.labels.data(), sizeof(std::int32_t) * static_cast<size_t>(batch.size));
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), consumed_[slot].get(), 0));
+  observer_.mark(timeline::Mark::upload_begin, StepLane::copy);
+  const size_t image_bytes = sizeof(float) * static_cast<size_t>(count);
+  const size_t label_bytes = sizeof(std::int32_t) * static_cast<size_t>(batch.size);
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[slot].get(), batch.images.data(), image_bytes, cudaMemcpyHostToDevice,
                                    copy_.get()));
-  // The compute stream's first mark (compute_begin) comes before its wait for the upload: it waits here.
-  TRAIN_CUDA_CHECK(cudaEventRecord(marks_zeroed_.get(), copy_.get()));
-  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), marks_zeroed_.get(), 0));
-  clock_at_start_ = clock_probe_->measure(16, std::chrono::milliseconds(1000));
-  timeline::start_engine_marks(
-      model_, reducer_, cursor_, [this](size_t slot) { mark(compute_.get(), slot); },
-      [this](size_t slot) { mark(communication_.get(), slot); });
-}
-
-template <typename T>
-void CudaEngine<T>::stop_marking() {
-  marking_ = false;
-  timeline::stop_engine_marks(model_, reducer_);
-}
-
-// After every recorded step's work on the compute stream, which has by then waited for the copy stream's
-// and the communication stream's marks of those steps (the uploads' and the reductions' events).
-template <typename T>
-void CudaEngine<T>::enqueue_marks_copy() {
-  const size_t bytes = sizeof(unsigned long long) * cursor_.rows_begun() * cursor_.layout().per_step();
-  if (bytes > 0) {
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host_marks_.get(), device_marks_.get(), bytes, cudaMemcpyDeviceToHost,
-                                     compute_.get()));
-  }
-  TRAIN_CUDA_CHECK(cudaEventRecord(marks_copied_.get(), compute_.get()));
-  marks_copy_enqueued_ = true;
-}
-
-// The device's times on the host's clock: device - host measured at the start and at the end of the
-// recording, interpolated between them by device time (the two clocks may drift apart).
-template <typename T>
-timeline::RecordedSteps CudaEngine<T>::take_recorded_steps() {
-  timeline::RecordedSteps recorded;
-  recorded.device = true;
-  recorded.layout = cursor_.layout();
-  recorded.bucket_bytes = timeline::bucket_bytes(reducer_.plan());
-  recorded.upload_bytes = upload_bytes_;
-  const size_t rows = cursor_.rows_begun();
-  if (marking_) stop_marking();
-  if (rows == 0 || mark_capacity_ == 0) return recorded;
-  if (!marks_copy_enqueued_) enqueue_marks_copy();  // training ended inside the range
-  wait_for(marks_copied_.get(), "the timeline's marks of the recorded steps");
-  const std::optional<cuda::DeviceClockOffset> at_end = clock_probe_->measure(16, std::chrono::milliseconds(1000));
-  cursor_.start(recorded.layout, 0);
-  if (!clock_at_start_ && !at_end) {
-    recorded.clock = "none: the GPU's clock could not be measured against the host's, so its marks are left out";
-    return recorded;
-  }
-  const cuda::DeviceClockOffset first = clock_at_start_ ? *clock_at_start_ : *at_end;
-  const cuda::DeviceClockOffset last = at_end ? *at_end : *clock_at_start_;
-  const auto* device_marks = static_cast<const unsigned long long*>(host_marks_.get());
-  std::vector<int64_t> device(rows * recorded.layout.per_step());
-  for (size_t i = 0; i < device.size(); ++i) device[i] = static_cast<int64_t>(device_marks[i]);
-  recorded.marks =
-      timeline::device_times_on_host(device, timeline::ClockReading{first.device_ns, first.device_minus_host_ns},
-                                     timeline::ClockReading{last.device_ns, last.device_minus_host_ns});
-  recorded.clock = fmt::format("device timestamps (%globaltimer) on the host's clock, offset measured {} and {} "
-                               "(uncertainty {} ns and {} ns)",
-                               clock_at_start_ ? "at the start" : "-", at_end ? "at the end" : "-",
-                               clock_at_start_ ? clock_at_start_->uncertainty_ns : -1,
-                               at_end ? at_end->uncertainty_ns : -1);
-  clock_at_start_.reset();
-  return recorded;
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[slot].get(), host_labels_[slot].get(), label_bytes, cudaMemcpyHostToDevice,
+                                   copy_.get()));
+  observer_.mark(timeline::Mark::upload_end, StepLane::copy);
+  if (observer_.marked()) probe_.set_upload_bytes(image_bytes + label_bytes);
+  TRAIN_CUDA_CHECK(cudaEventRecord(uploaded_[slot].get(), copy_.get()));
+  // Before its wait for the upload: the stream reaches the step once it is done with what came before.
+  observer_.mark(timeline::Mark::compute_begin);
+  TRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), uploaded_[slot].get(), 0));
+  return slot;
 }
 
 template <typename T>
