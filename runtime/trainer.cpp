@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/train_variables.h"
 #include "common/monotonic_clock.h"
+#include "common/non_copyable.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/replica_check.h"
 #include "runtime/data/data_error.h"
@@ -17,9 +18,31 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
+
 #include <unistd.h>
 
 namespace train {
+
+namespace {
+
+// A phase of the loop, told to every observer at its start and at its end.
+class ObservedPhase : private NonCopyable {
+ public:
+  ObservedPhase(const std::vector<TrainingObserver*>& observers, TrainingPhase phase)
+      : observers_(observers), phase_(phase) {
+    for (TrainingObserver* observer : observers_) observer->phase_begins(phase_);
+  }
+  ~ObservedPhase() {
+    for (TrainingObserver* observer : observers_) observer->phase_ends(phase_);
+  }
+
+ private:
+  const std::vector<TrainingObserver*>& observers_;
+  TrainingPhase phase_;
+};
+
+}  // namespace
 
 namespace {
 
@@ -56,7 +79,11 @@ int Trainer::run() {
   resume_if_checkpointed();
   open_sample_log();
   if (settings_.timeline) {
-    timeline_ = std::make_unique<timeline::Timeline>(settings_, identity_, comm_, collective_timeout());
+    const timeline::TimelineOptions options{*settings_.timeline, settings_.timeline_dir, settings_.output_dir,
+                                            settings_.host, settings_.device == Device::cuda};
+    timeline_ = std::make_unique<TimelineObserver>(
+        std::make_unique<timeline::Timeline>(options, identity_, comm_, collective_timeout()), engine_->step_recorder());
+    observers_.push_back(timeline_.get());
   }
 
   std::unique_ptr<data::BatchLoader> loader =
@@ -69,7 +96,7 @@ int Trainer::run() {
   open_reports();
   start_ = clock::now();
   steps_at_start_ = interval_first_step_ = step_;
-  if (timeline_) timeline_->start(step_, total_steps_, *engine_);
+  for (TrainingObserver* observer : observers_) observer->training_starts(step_, total_steps_);
   return settings_.pipe ? run_pipe(*loader) : run_epochs(*loader);
 }
 
@@ -108,10 +135,7 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
   while (settings_.max_steps == 0 || step_ < settings_.max_steps) {
     if (!have_pending) have_pending = next_training_batch(loader, pending);
     const bool in_epoch = have_pending && pending.position.epoch == epoch;
-    int64_t ranks_with_data = in_epoch ? 1 : 0;
-    comm::bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
-                            "the vote on the end of a Pipe-mode epoch");
-    if (ranks_with_data == 0) {
+    if (!pipe_epoch_goes_on(in_epoch)) {
       if (identity_.rank == 0 && steps_in_epoch != steps_per_epoch_) {
         log_info("note: Pipe-mode epoch {} took {} steps, but num_training_samples={} implies {}; the learning-rate "
                  "schedule assumes {}: set num_training_samples to the number of records the channel streams",
@@ -154,6 +178,14 @@ int Trainer::run_pipe(data::BatchLoader& loader) {
   return finish_training();
 }
 
+// Pipe mode's vote before each step (collective): the epoch goes on while any rank still has a batch of it.
+bool Trainer::pipe_epoch_goes_on(bool in_epoch) {
+  int64_t ranks_with_data = in_epoch ? 1 : 0;
+  comm::bounded_allreduce(&ranks_with_data, 1, MPI_INT64_T, MPI_SUM, comm_, collective_timeout(),
+                          "the vote on the end of a Pipe-mode epoch");
+  return ranks_with_data > 0;
+}
+
 // The next batch, waiting for the decoder in bounded slices; false at the end of the data. In Pipe mode the
 // host's reader bounds its own waits (for a FIFO to appear, for each next byte) by the same timeout and
 // sends its more precise reason to every rank: this wait is longer than those, so that reason comes first.
@@ -181,8 +213,8 @@ bool Trainer::next_training_batch(data::BatchLoader& loader, data::Batch& batch)
   const bool got = next_batch(loader, batch);
   const auto arrived = clock::now();
   interval_data_wait_ += std::chrono::duration<double>(arrived - started).count();
-  if (timeline_ && got) {
-    timeline_->batch_arrived(batch, monotonic_ns(started), monotonic_ns(arrived));
+  if (got) {
+    for (TrainingObserver* observer : observers_) observer->batch_arrived(batch, monotonic_ns(started), monotonic_ns(arrived));
   }
   return got;
 }
@@ -214,22 +246,22 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   if (sample_log_) log_samples(batch, padding);
   last_learning_rate_ = schedule_.at(step_);
   {
-    const timeline::TimelineSpan span(timeline_.get(), "train_step", timeline::TraceCategory::detail);
-    engine_->train_step(batch, last_learning_rate_);
+    const ObservedPhase phase(observers_, TrainingPhase::step);
+    engine_->run_step(batch, last_learning_rate_);
   }
   ++step_;
   // Every rank votes after every step, so all stop at the same one.
   int stop = stop_requested() ? 1 : 0;
   const auto vote_started = clock::now();
   {
-    const timeline::TimelineSpan span(timeline_.get(), "stop vote", timeline::TraceCategory::exposed_communication);
+    const ObservedPhase phase(observers_, TrainingPhase::stop_vote);
     comm::bounded_allreduce(&stop, 1, MPI_INT, MPI_SUM, comm_, collective_timeout(), "the stop vote");
   }
   // The vote waits for the slowest rank too (which of a step's collectives absorbs the wait depends on the
   // collective's algorithm and the rank's place in it): it counts as waiting for the others.
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - vote_started).count();
   if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
-  if (timeline_) timeline_->steps_done(step_, *engine_);
+  for (TrainingObserver* observer : observers_) observer->step_done(step_);
   return stop > 0;
 }
 
@@ -239,7 +271,7 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
 // computed them and goes on with this step while they are read, where asking for this step's own would
 // leave it idle after every logged step.
 void Trainer::log_progress(int64_t epoch) {
-  const timeline::TimelineSpan span(timeline_.get(), "log line", timeline::TraceCategory::detail);
+  const ObservedPhase phase(observers_, TrainingPhase::log_line);
   engine_->request_totals();
   const double trained = training_seconds();
   const auto now = clock::now();
@@ -256,7 +288,7 @@ void Trainer::log_progress(int64_t epoch) {
   interval_first_step_ = step_;
   flush_progress();
   pending_line_ = line;
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
+  for (TrainingObserver* observer : observers_) observer->pause_done(step_);
 }
 
 // The pending log line, if any: printed now (collective).
@@ -290,7 +322,7 @@ void Trainer::print_progress(const ProgressLine& line) {
 // the failure of a stop the job did not ask for (runtime/stop_request.h).
 int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
   flush_progress();
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
+  for (TrainingObserver* observer : observers_) observer->training_ends(step_);
   save_checkpoint(next, "stop request");
   write_summary("stopped");
   if (identity_.rank == 0) {
@@ -302,7 +334,7 @@ int Trainer::stop_with_checkpoint(const data::DataPosition& next) {
 
 // After the last step: every rank must hold the same parameters, then rank 0 writes the model.
 int Trainer::finish_training() {
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/true);
+  for (TrainingObserver* observer : observers_) observer->training_ends(step_);
   const std::vector<float> parameters = engine_->parameters();
   comm::check_replicas_agree(parameters.data(), parameters.size(), identity_, comm_, collective_timeout());
   write_model();
@@ -320,15 +352,15 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
   if (settings_.skip_corrupt) report_corrupt(epoch);
   std::optional<Validation> validation;
   {
-    const timeline::TimelineSpan span(timeline_.get(), "validation", timeline::TraceCategory::pause);
+    const ObservedPhase phase(observers_, TrainingPhase::validation);
     validation = validate(epoch);
   }
   report_epoch(epoch, validation, complete);
   if (complete && settings_.checkpoint_frequency > 0 && (epoch + 1) % settings_.checkpoint_frequency == 0) {
-    const timeline::TimelineSpan span(timeline_.get(), "checkpoint", timeline::TraceCategory::pause);
+    const ObservedPhase phase(observers_, TrainingPhase::checkpoint);
     save_checkpoint(data::DataPosition{epoch + 1, 0}, fmt::format("end of epoch {}", epoch));
   }
-  if (timeline_) timeline_->finish_if_due(step_, *engine_, /*final=*/false);
+  for (TrainingObserver* observer : observers_) observer->pause_done(step_);
   paused_seconds_ += std::chrono::duration<double>(clock::now() - paused_at).count();
   epoch_ = TrainingSums{};
   epoch_start_seconds_ = training_seconds();

@@ -1,18 +1,19 @@
 // The training loop of a rank, one for every backend: data and Pipe dealing, epochs, the learning rate,
 // metrics, validation, checkpoints and resume, stop requests and the model file. It drives an Engine
-// (runtime/engine.h) for everything that touches the model. Every rank runs it; rank 0 logs and writes.
+// (runtime/engine/engine.h) for everything that touches the model. Every rank runs it; rank 0 logs and writes.
 #pragma once
 
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "runtime/data/loader/batch_loader.h"
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/learning_rate.h"
 #include "runtime/metrics_summary.h"
 #include "runtime/rank_timing.h"
 #include "runtime/tensorboard_writer.h"
-#include "runtime/timeline/timeline.h"
+#include "runtime/timeline_observer.h"
 #include "runtime/training_data.h"
+#include "runtime/training_observer.h"
 #include "runtime/training_settings.h"
 
 #include <mpi.h>
@@ -41,6 +42,7 @@ class Trainer {
   // trainer.cpp: the loop
   int run_epochs(data::BatchLoader& loader);
   int run_pipe(data::BatchLoader& loader);
+  bool pipe_epoch_goes_on(bool in_epoch);  // Pipe mode's vote: does any rank still have a batch of the epoch?
   bool next_batch(data::BatchLoader& loader, data::Batch& batch);
   bool next_training_batch(data::BatchLoader& loader, data::Batch& batch);  // next_batch, its wait timed
   bool train_one_step(const data::Batch& batch, bool padding = false);
@@ -106,7 +108,10 @@ class Trainer {
   std::optional<StragglerWatch> stragglers_;
   std::optional<MetricsSummary> summary_;            // rank 0
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0; null when its folder cannot be written
-  std::unique_ptr<timeline::Timeline> timeline_;    // timeline_steps / TRAIN_TIMELINE; null when off
+  // What watches the loop, told at its named points (runtime/training_observer.h): the timeline
+  // (timeline_steps / TRAIN_TIMELINE; null when off).
+  std::unique_ptr<TimelineObserver> timeline_;
+  std::vector<TrainingObserver*> observers_;
 };
 
 }  // namespace train

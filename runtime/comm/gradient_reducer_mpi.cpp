@@ -8,9 +8,12 @@
 
 namespace train::comm {
 
-MpiGradientReducer::MpiGradientReducer(MPI_Comm comm, BucketPlan plan, float* gradients,
-                                       std::chrono::milliseconds timeout)
-    : GradientReducer(std::move(plan)), comm_(comm), gradients_(gradients), timeout_(timeout) {
+MpiGradientReducer::MpiGradientReducer(MPI_Comm comm, const std::vector<size_t>& tensor_elements,
+                                       size_t fusion_threshold_bytes, std::chrono::milliseconds timeout)
+    : GradientReducer(plan_gradient_buckets(tensor_elements, fusion_threshold_bytes)),
+      comm_(comm),
+      gradients_(plan().total_elements, 0.0f),
+      timeout_(timeout) {
   requests_.assign(this->plan().buckets.size(), MPI_REQUEST_NULL);
   completed_.assign(this->plan().buckets.size(), 0);
 }
@@ -26,7 +29,7 @@ MpiGradientReducer::~MpiGradientReducer() {
 void MpiGradientReducer::start_bucket(size_t bucket) {
   const auto& range = plan().buckets[bucket];
   bucket_started(bucket);
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, gradients_ + range.begin, static_cast<int>(range.end - range.begin),
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, gradients_.data() + range.begin, static_cast<int>(range.end - range.begin),
                            MPI_FLOAT, MPI_SUM, comm_, &requests_[bucket]));
 }
 

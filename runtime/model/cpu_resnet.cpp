@@ -7,10 +7,10 @@
 namespace train::model {
 
 template <typename T>
-CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::BucketPlan buckets) : Passes(std::move(plan), std::move(buckets)) {
+CpuResNet<T>::CpuResNet(ResNetPlan plan, comm::GradientViews<T> gradients)
+    : Passes(std::move(plan), *gradients.plan), gradients_(gradients.values) {
   const ResNetPlan& p = this->plan_;
   values_.assign(p.parameter_elements, T(0));
-  gradients_.assign(this->buckets_.total_elements, T(0));
   momentum_.assign(p.parameter_elements, T(0));
   float_buffers_.assign(p.float_buffer_elements, T(0));
   input_ = allocate<T>(static_cast<size_t>(p.max_shapes[0].size()));
@@ -27,7 +27,7 @@ void CpuResNet<T>::initialize(uint64_t seed) {
 template <typename T>
 void CpuResNet<T>::sgd_step(const kernels::SgdOptions& options) {
   const std::vector<kernels::SgdTensor<T>> tensors =
-      this->template optimizer_tensors<kernels::SgdTensor<T>>(values_.data(), gradients_.data(), momentum_.data());
+      this->template optimizer_tensors<kernels::SgdTensor<T>>(values_.data(), gradients_, momentum_.data());
   kernels::sgd_step<T>(tensors, options);
 }
 
@@ -77,10 +77,8 @@ void CpuResNet<T>::infer(const T* images, int batch, T* logits) {
 }
 
 template <typename T>
-typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, const int32_t* labels, int batch,
-                                                           T label_smoothing, T gradient_scale,
-                                                           const std::function<void(int)>& on_gradient,
-                                                           const std::function<void()>& between_layers) {
+typename CpuResNet<T>::StepResult CpuResNet<T>::forward_and_loss(const T* images, const int32_t* labels, int batch,
+                                                                  T label_smoothing, T gradient_scale) {
   this->forward(images, batch, /*training=*/true);
   StepResult result;
   const int classes = this->spec().num_classes;
@@ -92,7 +90,6 @@ typename CpuResNet<T>::StepResult CpuResNet<T>::train_step(const T* images, cons
   T* dlogits = this->begin_backward();
   result.loss = kernels::softmax_cross_entropy(batch, classes, logits, labels, label_smoothing, dlogits);
   for (int64_t i = 0; i < int64_t{batch} * classes; ++i) dlogits[i] *= gradient_scale;
-  this->backward(on_gradient, between_layers);
   return result;
 }
 

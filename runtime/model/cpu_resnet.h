@@ -1,10 +1,10 @@
 // ResNet on the CPU in T (float for training; double to check the model against PyTorch's float64 without
 // the noise of fp32 rounding flipping a ReLU or a max-pool winner): the storage of a ResNetPlan and the
 // kernels of kernels/ops.h; the layer walk is ResNetPasses'. It owns the parameters (conv weights in
-// OHWI), the flat gradient buffer laid out by the bucket plan it is given, the optimizer's momentum, the
-// BN buffers and the activations of one batch, as its twin GpuResNet does on the device. Backward reports
-// every parameter gradient the moment it is written, so the gradient buckets can start reducing while
-// backward goes on.
+// OHWI), the optimizer's momentum, the BN buffers and the activations of one batch, as its twin GpuResNet
+// does on the device; its gradients are views into the flat buffer of the communication layer (the
+// reducer's, runtime/comm/gradient_buckets.h), laid out by its bucket plan. Backward reports every parameter
+// gradient the moment it is written, so the gradient buckets can start reducing while backward goes on.
 #pragma once
 
 #include "runtime/comm/gradient_buckets.h"
@@ -29,8 +29,9 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
   friend Passes;
 
  public:
-  // Activations are sized for plan.max_batch images; `buckets` lays out the gradients.
-  CpuResNet(ResNetPlan plan, comm::BucketPlan buckets);
+  // Activations are sized for plan.max_batch images; the gradients are written into `gradients` (which
+  // must outlive the model).
+  CpuResNet(ResNetPlan plan, comm::GradientViews<T> gradients);
 
   // torchvision's default initialisation (initialize_resnet); momentum zero.
   void initialize(uint64_t seed);
@@ -39,11 +40,11 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
     double loss = 0;     // mean cross-entropy over this rank's batch
     int correct = 0;     // top-1 hits in the batch (training-mode logits)
   };
-  // Forward in training mode, loss, backward. `gradient_scale` multiplies the loss gradient (1/ranks: the
-  // reduction's sum then is the average). `on_gradient(p)` is called once per parameter p (forward
-  // numbering) as soon as its gradient is final; `between_layers()` after each backward layer.
-  StepResult train_step(const T* images, const int32_t* labels, int batch, T label_smoothing, T gradient_scale,
-                        const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
+  // A training step's first half: forward in training mode, the loss and its gradient, which
+  // `gradient_scale` multiplies (1/ranks: the reduction's sum then is the average). backward() (ResNetPasses)
+  // is the second half; the optimizer (sgd_step) comes after the reduction.
+  StepResult forward_and_loss(const T* images, const int32_t* labels, int batch, T label_smoothing,
+                              T gradient_scale);
 
   // Forward in inference mode (running statistics) into logits [batch][classes].
   void infer(const T* images, int batch, T* logits);
@@ -54,9 +55,8 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
 
   // Parameter p (forward numbering): values (conv weights OHWI) and gradient.
   T* parameter_data(int p) { return values_.data() + this->plan_.parameters[static_cast<size_t>(p)].offset; }
-  T* gradient_data(int p) { return gradients_.data() + this->gradient_offset(p); }
+  T* gradient_data(int p) { return gradients_ + this->gradient_offset(p); }
   std::vector<T>& all_values() { return values_; }
-  std::vector<T>& all_gradients() { return gradients_; }
   std::vector<T>& all_momentum() { return momentum_; }  // laid out as the parameters
   std::vector<T>& all_buffers() { return float_buffers_; }  // laid out by plan().buffer_offset
   // BN running_mean / running_var by spec index.
@@ -120,7 +120,8 @@ class CpuResNet : public ResNetPasses<CpuResNet<T>, T> {
     return reinterpret_cast<U*>(storage_.back().get());
   }
 
-  std::vector<T> values_, gradients_, momentum_, float_buffers_;
+  std::vector<T> values_, momentum_, float_buffers_;
+  T* gradients_ = nullptr;  // the communication layer's flat buffer
   std::vector<std::unique_ptr<std::byte[]>> storage_;
   std::vector<typename Passes::template SavedForBackward<T>> saved_;  // by layer
   T* input_ = nullptr;  // the images, copied in (activation 0)

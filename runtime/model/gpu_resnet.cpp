@@ -45,8 +45,11 @@ void* GpuResNet<T>::allocate_bytes(size_t bytes) {
 }
 
 template <typename T>
-GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context)
-    : Passes(std::move(plan), std::move(buckets)), context_(context) {
+GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::GradientViews<float> reduced, kernels::cuda::Context& context)
+    : Passes(std::move(plan), *reduced.plan),
+      context_(context),
+      gradient_elements_(reduced.elements()),
+      reduced_(reduced.values) {
   const ResNetPlan& p = this->plan_;
   const size_t parameters = p.parameter_elements;
   master_ = allocate<float>(parameters);
@@ -56,17 +59,15 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda
     weights_ = allocate<T>(parameters);
     bn_gradient_scratch_ = allocate<float>(2 * static_cast<size_t>(p.max_bn_channels));
   }
-  gradients_ = allocate<T>(this->buckets_.total_elements);
   if constexpr (std::is_same_v<T, float>) {
-    reduced_ = gradients_;
+    gradients_ = reduced_;
   } else {
-    reduced_ = allocate<float>(this->buckets_.total_elements);
+    gradients_ = allocate<T>(gradient_elements_);
   }
   momentum_ = allocate<float>(parameters);
   buffers_ = allocate<float>(p.float_buffer_elements);
   loss_ = allocate<float>(1);
   correct_ = allocate<std::int32_t>(1);
-  totals_ = allocate<double>(3);
   saved_ = this->template allocate_storage<float>();  // activation 0, the images, is the caller's
 
   // Initial contents: zero parameters, gradients and momentum; running statistics 0 and 1 (torchvision's).
@@ -76,14 +77,13 @@ GpuResNet<T>::GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda
     TRAIN_CUDA_CHECK(cudaMemsetAsync(weights_, 0, sizeof(T) * parameters, stream));
   }
   // The padding between tensors is reduced with them: it must be (and stays) zero.
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, sizeof(T) * this->buckets_.total_elements, stream));
+  TRAIN_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, sizeof(T) * gradient_elements_, stream));
   if (static_cast<void*>(reduced_) != static_cast<void*>(gradients_)) {
-    TRAIN_CUDA_CHECK(cudaMemsetAsync(reduced_, 0, sizeof(float) * this->buckets_.total_elements, stream));
+    TRAIN_CUDA_CHECK(cudaMemsetAsync(reduced_, 0, sizeof(float) * gradient_elements_, stream));
   }
   TRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_, 0, sizeof(float) * parameters, stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(loss_, 0, sizeof(float), stream));
   TRAIN_CUDA_CHECK(cudaMemsetAsync(correct_, 0, sizeof(std::int32_t), stream));
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof(double) * 3, stream));
   std::vector<float> initial_buffers(p.float_buffer_elements, 0.0f);
   for (size_t i = 0; i < p.spec.tensors.size(); ++i) {
     const auto& tensor = p.spec.tensors[i];
@@ -164,7 +164,7 @@ std::vector<float> GpuResNet<T>::download_parameters() const {
 
 template <typename T>
 std::vector<float> GpuResNet<T>::download_gradients() const {
-  std::vector<float> values(this->buckets_.total_elements);
+  std::vector<float> values(gradient_elements_);
   if constexpr (std::is_same_v<T, float>) {
     copy_to_host(values.data(), gradients_, sizeof(float) * values.size());
   } else {
@@ -178,7 +178,7 @@ std::vector<float> GpuResNet<T>::download_gradients() const {
 
 template <typename T>
 std::vector<float> GpuResNet<T>::download_reduced_gradients() const {
-  return download_floats(reduced_, this->buckets_.total_elements);
+  return download_floats(reduced_, gradient_elements_);
 }
 
 template <typename T>
@@ -378,11 +378,9 @@ void GpuResNet<T>::infer(const T* images, int batch, T* logits) {
 }
 
 template <typename T>
-typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::train_step(const T* images, const std::int32_t* labels,
-                                                                int batch, float label_smoothing,
-                                                                float gradient_scale,
-                                                                const std::function<void(int)>& on_gradient,
-                                                                const std::function<void()>& between_layers) {
+typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::forward_and_loss(const T* images, const std::int32_t* labels,
+                                                                      int batch, float label_smoothing,
+                                                                      float gradient_scale) {
   this->forward(images, batch, /*training=*/true);
   cudaStream_t stream = context_.stream();
   const int classes = this->spec().num_classes;
@@ -390,9 +388,7 @@ typename GpuResNet<T>::DeviceStepResult GpuResNet<T>::train_step(const T* images
   detail::count_top1<T>(stream, batch, classes, logits, labels, correct_);
   T* dlogits = this->begin_backward();
   cuda::softmax_cross_entropy<T>(context_, batch, classes, logits, labels, label_smoothing, loss_, dlogits);
-  detail::accumulate_totals(stream, loss_, correct_, batch, totals_);
   if (gradient_scale != 1.0f) detail::scale_values<T>(stream, int64_t{batch} * classes, dlogits, gradient_scale);
-  this->backward(on_gradient, between_layers);
   return DeviceStepResult{loss_, correct_};
 }
 
@@ -404,12 +400,6 @@ typename GpuResNet<T>::StepResult GpuResNet<T>::read_step_result() {
   TRAIN_CUDA_CHECK(cudaMemcpyAsync(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost, context_.stream()));
   TRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
   return StepResult{loss, correct};
-}
-
-template <typename T>
-void GpuResNet<T>::copy_totals_async(double* host) {
-  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host, totals_, sizeof(double) * 3, cudaMemcpyDeviceToHost, context_.stream()));
-  TRAIN_CUDA_CHECK(cudaMemsetAsync(totals_, 0, sizeof(double) * 3, context_.stream()));
 }
 
 template <typename T>

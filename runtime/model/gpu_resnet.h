@@ -8,25 +8,26 @@
 //     weights (and the classifier bias) feeds the passes and the optimizer rewrites it after every
 //     update; batch-norm gamma/beta are used in fp32 directly (the ops take them so). With T = float the
 //     master weights are the weights (one copy).
-//   - the gradients live in ONE flat device buffer of T laid out by the bucket plan the model is given,
-//     exactly as the CPU model's (backward writes them there). What is reduced across ranks and what the
-//     optimizer reads is an fp32 buffer of the same layout, reduced_gradients(): with T = bf16 each
-//     bucket's range is widened into it (widen_gradients) before its reduction, so that the average over
-//     ranks is computed in fp32 (as the CPU engine's) and not rounded to bf16 at every hop; with
-//     T = float it is the same buffer.
+//   - what is reduced across ranks and what the optimizer reads is the communication layer's flat fp32
+//     buffer (the NCCL reducer's), laid out by its bucket plan exactly as the CPU model's, which the model is
+//     given views into (runtime/comm/gradient_buckets.h): reduced_gradients(). Backward writes the gradients
+//     in T into gradients(): with T = float that is the same buffer; with T = bf16 a buffer of the model's
+//     own in the same layout, each bucket's range widened into the fp32 one (widen_gradients) before its
+//     reduction, so that the average over ranks is computed in fp32 (as the CPU engine's) and not rounded to
+//     bf16 at every hop.
 //   - BN running statistics, saved batch statistics and momentum buffers are fp32; num_batches_tracked is
 //     a host counter (it only ever counts training forwards).
 //   - host-side layouts are the plan's (HostModelState): parameters concatenated in forward order (conv
 //     weights OHWI), gradients in the bucket layout, BN buffers by spec index.
 //
 // Streams and synchronisation: every op is enqueued on context.stream() (the compute stream); nothing in
-// train_step(), infer() or sgd_step() waits on the host. The caller's device inputs (images, labels) must
-// be ready on that stream when the call is made (e.g. an event recorded after their upload, waited on by
-// the compute stream) and must stay unchanged until the step's work has run: the first convolution's
-// weight gradient reads the images again during backward. Setup and the upload/download functions
-// synchronise the stream (setup time, checkpoints and checks only).
+// forward_and_loss(), backward(), infer() or sgd_step() waits on the host. The caller's device inputs
+// (images, labels) must be ready on that stream when the call is made (e.g. an event recorded after their
+// upload, waited on by the compute stream) and must stay unchanged until the step's work has run: the first
+// convolution's weight gradient reads the images again during backward. Setup and the upload/download
+// functions synchronise the stream (setup time, checkpoints and checks only).
 //
-// Averaging: the model never averages over ranks. train_step multiplies the loss gradient by
+// Averaging: the model never averages over ranks. forward_and_loss multiplies the loss gradient by
 // `gradient_scale`, like CpuResNet. Use gradient_scale = 1 with NcclGradientReducer's default ncclAvg on
 // the fp32 buffer (the CUDA engine's convention: NCCL pre-multiplies by an fp32 1/ranks and sums in fp32),
 // or gradient_scale = 1/ranks with ncclSum (the CPU engine's convention). Never 1/ranks with ncclAvg.
@@ -55,17 +56,26 @@
 
 namespace train::model {
 
+// Where a step's results are on the device: the mean loss (fp32) and the top-1 hits of the batch
+// (training-mode logits). Valid once the step's work has run and until the next forward_and_loss is
+// enqueued.
+struct DeviceStepResult {
+  const float* loss = nullptr;
+  const std::int32_t* correct = nullptr;
+};
+
 template <typename T>
 class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   using Passes = ResNetPasses<GpuResNet<T>, T>;
   friend Passes;
 
  public:
-  // Activations are sized for plan.max_batch images; `buckets` lays out the gradients. Allocates all
-  // device memory (the context's convolution workspace included), zeroes the momentum buffers and the
-  // parameters (call upload_state or upload_parameters before training) and uploads the optimizer's
-  // tensor table: synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
-  GpuResNet(ResNetPlan plan, comm::BucketPlan buckets, kernels::cuda::Context& context);
+  // Activations are sized for plan.max_batch images; `reduced` is the fp32 gradient buffer in device memory
+  // (which must outlive the model; zeroed here, padding included). Allocates all other device memory (the
+  // context's convolution workspace included), zeroes the momentum buffers and the parameters (call
+  // upload_state or upload_parameters before training) and uploads the optimizer's tensor table:
+  // synchronises. Throws DeviceOutOfMemory when the GPU cannot hold it.
+  GpuResNet(ResNetPlan plan, comm::GradientViews<float> reduced, kernels::cuda::Context& context);
   ~GpuResNet();
 
   // ---- state transfer (synchronise the stream) -------------------------------------------------------
@@ -90,33 +100,25 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
   void upload_buffer(int spec_index, const std::vector<float>& values);
 
   // ---- training and inference (enqueue only) -----------------------------------------------------------
-  // Where a step's results are on the device: the mean loss (fp32) and the top-1 hits of the batch
-  // (training-mode logits). Valid once the step's work has run and until the next train_step is enqueued.
-  struct DeviceStepResult {
-    const float* loss = nullptr;
-    const std::int32_t* correct = nullptr;
-  };
+  // Where a step's results are on the device (model::DeviceStepResult, the same for every T).
+  using DeviceStepResult = model::DeviceStepResult;
   struct StepResult {
     double loss = 0;
     int correct = 0;
   };
-  // Forward in training mode, loss, backward, as CpuResNet::train_step. images: device NHWC [batch][h][w][3]
-  // in T; labels: device int32 [batch]. `on_gradient(p)` is called once per parameter p (forward
-  // numbering), in the CPU model's order, right after the kernel that finishes p's gradient has been
-  // ENQUEUED on the compute stream (so a reducer can record an event there); `between_layers()`, when
-  // given, after each backward layer's work is enqueued.
-  DeviceStepResult train_step(const T* images, const std::int32_t* labels, int batch, float label_smoothing,
-                              float gradient_scale, const std::function<void(int)>& on_gradient,
-                              const std::function<void()>& between_layers = {});
+  // A training step's first half, as CpuResNet::forward_and_loss: forward in training mode, the loss and
+  // its gradient times `gradient_scale`. images: device NHWC [batch][h][w][3] in T; labels: device int32
+  // [batch]. backward() (ResNetPasses) is the second half: its `on_gradient(p)` is called once per
+  // parameter p (forward numbering), in the CPU model's order, right after the kernel that finishes p's
+  // gradient has been ENQUEUED on the compute stream (so a reducer can record an event there);
+  // `between_layers()`, when given, after each backward layer's work is enqueued.
+  DeviceStepResult forward_and_loss(const T* images, const std::int32_t* labels, int batch, float label_smoothing,
+                                    float gradient_scale);
   // Waits for the compute stream and reads the last step's loss and hits.
   StepResult read_step_result();
   // Enqueues the widening of gradient elements [begin, end) (bucket layout) into reduced_gradients():
   // after backward has written them, before they are reduced. Nothing to do for T = float.
   void widen_gradients(size_t begin, size_t end);
-  // The sums of every train_step since the last copy, kept on the device: {loss x images, images, hits}.
-  // Enqueues their copy into `host` (pinned memory: read it once work recorded after this call has run,
-  // e.g. an event) and their reset; never waits.
-  void copy_totals_async(double* host);
   // Forward in inference mode (running statistics) into device logits [batch][classes] in T.
   void infer(const T* images, int batch, T* logits);
   // One optimizer step over every parameter (kernels::cuda::sgd_step, multi-tensor): fp32 master weights and
@@ -126,7 +128,7 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
 
   // ---- device pointers ----------------------------------------------------------------------------------
   size_t parameter_elements() const { return this->plan_.parameter_elements; }
-  T* gradients() { return gradients_; }  // bucket_plan().total_elements values of T
+  T* gradients() { return gradients_; }  // the bucket plan's total_elements values of T
   float* reduced_gradients() { return reduced_; }  // the same layout in fp32 (== gradients() for T = float)
   T* gradient_data(int p) { return gradients_ + this->gradient_offset(p); }
   float* master_data(int p) { return master_ + this->plan_.parameters[static_cast<size_t>(p)].offset; }
@@ -173,14 +175,14 @@ class GpuResNet : public ResNetPasses<GpuResNet<T>, T>, private NonCopyable {
 
   float* master_ = nullptr;     // fp32 parameters [parameter_elements]
   T* weights_ = nullptr;        // T parameters (== master_ for T = float)
-  T* gradients_ = nullptr;      // [bucket_plan().total_elements]
-  float* reduced_ = nullptr;    // [bucket_plan().total_elements]; == gradients_ for T = float
+  size_t gradient_elements_ = 0;  // of the bucket plan, padding included
+  float* reduced_ = nullptr;    // [gradient_elements_], the reducer's; == gradients_ for T = float
+  T* gradients_ = nullptr;      // [gradient_elements_]
   float* momentum_ = nullptr;   // [parameter_elements]
   float* buffers_ = nullptr;    // running_mean / running_var
   float* bn_gradient_scratch_ = nullptr;  // bf16 only: dgamma, dbeta in fp32 before the cast
   float* loss_ = nullptr;
   std::int32_t* correct_ = nullptr;
-  double* totals_ = nullptr;  // accumulate_totals' sums since copy_totals_async()
   std::vector<typename Passes::template SavedForBackward<float>> saved_;  // by layer
   std::unique_ptr<kernels::cuda::SgdTensorTable<T>> sgd_table_;
 };

@@ -1,5 +1,4 @@
-// runtime/model/gpu_resnet_kernels.cu: the loss-gradient scale, the top-1 count and the step totals of
-// GpuResNet's step.
+// runtime/model/gpu_resnet_kernels.cu: the loss-gradient scale and the top-1 count of GpuResNet's step.
 
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/model/gpu_resnet_kernels.h"
@@ -67,18 +66,7 @@ __global__ void __launch_bounds__(kTop1Threads)
   }
 }
 
-__global__ void accumulate_kernel(const float* loss, const std::int32_t* hits, int n, double* totals) {
-  totals[0] += static_cast<double>(*loss) * n;
-  totals[1] += n;
-  totals[2] += *hits;
-}
-
 }  // namespace
-
-void accumulate_totals(cudaStream_t stream, const float* loss, const std::int32_t* hits, int n, double* totals) {
-  accumulate_kernel<<<1, 1, 0, stream>>>(loss, hits, n, totals);
-  TRAIN_CUDA_CHECK_LAUNCH();
-}
 
 template <typename T>
 void scale_values(cudaStream_t stream, std::int64_t count, T* values, float scale) {

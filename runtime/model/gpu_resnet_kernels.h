@@ -21,8 +21,4 @@ template <typename T>
 void count_top1(cudaStream_t stream, int n, int classes, const T* logits, const std::int32_t* labels,
                 std::int32_t* hits);
 
-// totals[0] += *loss * n, totals[1] += n, totals[2] += *hits: a step's sums kept on the device until the
-// host reads them at a log line. One thread: no atomics, the same sums every run.
-void accumulate_totals(cudaStream_t stream, const float* loss, const std::int32_t* hits, int n, double* totals);
-
 }  // namespace train::model::detail

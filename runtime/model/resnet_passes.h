@@ -49,14 +49,13 @@ class ResNetPasses {
   void set_pass_marks(PassMarks marks) { pass_marks_ = std::move(marks); }
   const ResNetPlan& plan() const { return plan_; }
   const ResNetSpec& spec() const { return plan_.spec; }
-  const comm::BucketPlan& bucket_plan() const { return buckets_; }  // as the model was given it
   int parameter_tensors() const { return plan_.parameter_tensors(); }
   int max_batch() const { return plan_.max_batch; }
   // Parameter p (forward numbering): its place in the parameter store and in the gradient buffer.
   struct Parameter {
     int spec_index = 0;          // into spec().tensors
     size_t offset = 0;           // into the parameter (and momentum) store
-    size_t gradient_offset = 0;  // into the flat gradient buffer (the bucket layout)
+    size_t gradient_offset = 0;  // into the flat gradient buffer (the bucket plan's layout)
     int64_t count = 0;
   };
   const std::vector<Parameter>& parameters() const { return parameters_; }
@@ -69,18 +68,23 @@ class ResNetPasses {
   std::vector<int64_t>& all_tracked() { return tracked_; }  // laid out by plan().buffer_offset
   const std::vector<int64_t>& all_tracked() const { return tracked_; }
 
+  // A training step's second half, after the model's forward_and_loss: the layers in reverse from the loss's
+  // gradient. `on_gradient(p)` once per parameter p (forward numbering) right after the op that finishes
+  // p's gradient (so that its bucket can start reducing); `between_layers()` after each backward layer.
+  // Either may be empty.
+  void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
+
  protected:
-  // `buckets` lays out the flat gradient buffer (planned by the communication layer from
-  // plan.parameter_counts()); the model keeps it only to find each parameter's gradient.
-  ResNetPasses(ResNetPlan plan, comm::BucketPlan buckets)
-      : plan_(std::move(plan)), buckets_(std::move(buckets)), shapes_(plan_.max_shapes),
-        tracked_(plan_.tracked_buffers, 0) {
-    if (buckets_.offset_of_tensor.size() != plan_.parameters.size()) {
+  // `gradients` lays out the flat gradient buffer (the bucket plan that the communication layer made from
+  // plan.parameter_counts()): each parameter's gradient offset is taken from it here.
+  ResNetPasses(ResNetPlan plan, const comm::BucketPlan& gradients)
+      : plan_(std::move(plan)), shapes_(plan_.max_shapes), tracked_(plan_.tracked_buffers, 0) {
+    if (gradients.offset_of_tensor.size() != plan_.parameters.size()) {
       throw std::invalid_argument("the gradient buckets were planned for another network");
     }
     for (size_t p = 0; p < plan_.parameters.size(); ++p) {
       const auto& slot = plan_.parameters[p];
-      parameters_.push_back(Parameter{slot.spec_index, slot.offset, buckets_.offset_of_tensor[p], slot.count});
+      parameters_.push_back(Parameter{slot.spec_index, slot.offset, gradients.offset_of_tensor[p], slot.count});
     }
   }
 
@@ -121,14 +125,10 @@ class ResNetPasses {
   }
 
   void forward(const T* images, int batch, bool training);
-  // Starts a backward pass: returns where the loss's gradient (the logits' gradient) goes.
+  // Where the loss's gradient (the logits' gradient) goes, for backward() to start from.
   T* begin_backward();
-  // `on_gradient(p)` once per parameter p (forward numbering) right after the op that finishes p's
-  // gradient; `between_layers()` after each backward layer. Either may be empty.
-  void backward(const std::function<void(int)>& on_gradient, const std::function<void()>& between_layers);
 
   ResNetPlan plan_;
-  comm::BucketPlan buckets_;
   std::vector<Parameter> parameters_;
   std::vector<ActivationShape> shapes_;  // this step's
   std::vector<int64_t> tracked_;

@@ -43,8 +43,8 @@ struct StepMarkLayout {
   size_t bucket_end(size_t bucket) const { return bucket_start(bucket) + 1; }
 };
 
-// What an engine recorded (Engine::take_recorded_steps): a row of marks per step on this host's monotonic
-// clock in nanoseconds, 0 where nothing was marked.
+// What an engine recorded (StepRecorder::take_recorded_steps, the engine's step observer): a row of marks
+// per step on this host's monotonic clock in nanoseconds, 0 where nothing was marked.
 struct RecordedSteps {
   StepMarkLayout layout;
   std::vector<int64_t> marks;        // steps() rows of layout.per_step()

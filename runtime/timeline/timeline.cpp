@@ -66,22 +66,22 @@ double milliseconds(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 
 }  // namespace
 
-Timeline::Timeline(const TrainingSettings& settings, const RankIdentity& identity, MPI_Comm comm,
+Timeline::Timeline(const TimelineOptions& options, const RankIdentity& identity, MPI_Comm comm,
                    std::chrono::milliseconds timeout)
-    : directory_(settings.timeline_dir),
-      output_dir_(settings.output_dir),
-      host_(settings.host),
+    : directory_(options.directory),
+      output_dir_(options.output_dir),
+      host_(options.host),
       identity_(identity),
       comm_(comm),
       timeout_(timeout),
-      device_(settings.device == Device::cuda),
-      first_(settings.timeline->first),
-      last_(settings.timeline->last),
+      device_(options.device),
+      first_(options.steps.first),
+      last_(options.steps.last),
       loader_(std::make_shared<LoaderRecorder>()) {
   alignment_ = align_clocks(identity, comm, timeout);
 }
 
-void Timeline::start(int64_t step, int64_t total_steps, Engine& engine) {
+void Timeline::start(int64_t step, int64_t total_steps, StepRecorder& recorder) {
   const int64_t asked_last = last_;
   last_ = std::min(last_, total_steps);
   if (identity_.rank == 0) {
@@ -93,16 +93,16 @@ void Timeline::start(int64_t step, int64_t total_steps, Engine& engine) {
                std::max(first_, step + 1), last_, directory_.string());
     }
   }
-  steps_done(step, engine);
+  steps_done(step, recorder);
 }
 
 Timeline::~Timeline() { loader_->set_active(false); }
 
 std::shared_ptr<data::LoaderObserver> Timeline::loader_observer() const { return loader_; }
 
-void Timeline::steps_done(int64_t step, Engine& engine) {
+void Timeline::steps_done(int64_t step, StepRecorder& recorder) {
   if (state_ == State::waiting && step >= first_ - 1 && step < last_) {
-    engine.record_steps(last_ - step);
+    recorder.record_steps(last_ - step);
     recorded_first_ = step + 1;
     recorded_last_ = step;
     step_begin_ = monotonic_ns();
@@ -148,14 +148,14 @@ void Timeline::add(TraceEvent event) {
   host_events_.push_back(std::move(event));
 }
 
-void Timeline::finish_if_due(int64_t step, Engine& engine, bool final) {
+void Timeline::finish_if_due(int64_t step, StepRecorder& recorder, bool final) {
   if (state_ == State::recording && final) {
     loader_->set_active(false);
     state_ = State::recorded;
   }
   if (state_ != State::recorded || (!final && step <= last_)) return;
   state_ = State::done;
-  finish(engine);
+  finish(recorder);
 }
 
 std::vector<TraceEvent> Timeline::loader_events() {
@@ -185,8 +185,8 @@ void Timeline::write(const std::string& path, const std::string& content) const 
 }
 
 // Collective: every rank's events into its file and its summary; rank 0 merges them and prints every rank's.
-void Timeline::finish(Engine& engine) {
-  RecordedSteps recorded = engine.take_recorded_steps();
+void Timeline::finish(StepRecorder& recorder) {
+  RecordedSteps recorded = recorder.take_recorded_steps();
   std::vector<TraceEvent> events = std::move(host_events_);
   host_events_.clear();
   std::vector<TraceEvent> loader = loader_events();

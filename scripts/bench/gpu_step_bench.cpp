@@ -12,7 +12,7 @@
 // Exit 2 when no GPU is visible. Runs as one MPI rank (singleton or mpirun -np 1).
 #include "common/train_variables.h"
 #include "job/rank_environment.h"
-#include "runtime/cuda_engine.h"
+#include "runtime/engine/cuda_engine.h"
 #include "runtime/device_pinning.h"
 #include "runtime/training_settings.h"
 
@@ -91,12 +91,12 @@ void bench(const Options& options, int batch, const std::string& gpu) {
   for (auto& value : data.images) value = normal(generator);
   for (auto& label : data.labels) label = static_cast<int32_t>(generator() % static_cast<unsigned>(options.classes));
 
-  for (int i = 0; i < 5; ++i) engine->train_step(data, 0.1);  // warm-up: cuDNN plans, workspaces
+  for (int i = 0; i < 5; ++i) engine->run_step(data, 0.1);  // warm-up: cuDNN plans, workspaces
   engine->take_totals();
   std::vector<double> rounds;
   for (int round = 0; round < options.rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
-    for (int step = 0; step < options.steps; ++step) engine->train_step(data, 0.1);
+    for (int step = 0; step < options.steps; ++step) engine->run_step(data, 0.1);
     engine->take_totals();  // waits for the last step on the device
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rounds.push_back(batch * options.steps / seconds);

@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   const int depth = std::atoi(argv[1]), batch = std::atoi(argv[2]), size = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   const int classes = 1000;
   model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(depth, classes), batch, size, size);
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradients(plan.parameter_counts(), size_t{25} << 20);
+  model::CpuResNet<float> model(std::move(plan), gradients.views());
   model.initialize(1);
   std::mt19937 generator(1);
   std::normal_distribution<float> normal;
@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   options.lr = 0.01;
   options.weight_decay = 1e-4;
   auto step = [&] {
-    model.train_step(images.data(), labels.data(), batch, 0.0f, 1.0f, [](int) {}, [] {});
+    model.forward_and_loss(images.data(), labels.data(), batch, 0.0f, 1.0f);
+    model.backward({}, {});
     model.sgd_step(options);
   };
   // CPU time of all threads next to wall time: on a machine shared with other work, wall time counts the

@@ -1,9 +1,9 @@
 // timeline_bench: what the timeline costs the CPU engine's step, in CPU time (which other work on a shared
 // machine barely disturbs, unlike wall time): the same engine alternates blocks of steps without and with
-// its marks (Engine::record_steps), and prints the median CPU seconds per step of each. One process, one MPI
+// its marks (the engine's StepRecorder, Engine::step_recorder), and prints the median CPU seconds per step of each. One process, one MPI
 // rank, OMP_NUM_THREADS=1 for a clean figure. scripts/bench/timeline_bench.py runs it.
 //   timeline_bench DEPTH BATCH SIZE STEPS_PER_BLOCK ROUNDS
-#include "runtime/cpu_engine.h"
+#include "runtime/engine/cpu_engine.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -54,16 +54,16 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal;
   for (auto& value : batch.images) value = normal(generator);
   for (int i = 0; i < batch.size; ++i) batch.labels.push_back(static_cast<int32_t>(generator() % 10));
-  engine.train_step(batch, 0.01);  // warm-up
+  engine.run_step(batch, 0.01);  // warm-up
   std::vector<double> off, on;
   size_t marks = 0;
   for (int round = 0; round < rounds; ++round) {
     for (const bool recording : {false, true}) {
-      if (recording) engine.record_steps(block);
+      if (recording) engine.step_recorder().record_steps(block);
       const double start = cpu_seconds();
-      for (int i = 0; i < block; ++i) engine.train_step(batch, 0.01);
+      for (int i = 0; i < block; ++i) engine.run_step(batch, 0.01);
       (recording ? on : off).push_back((cpu_seconds() - start) / block);
-      if (recording) marks = engine.take_recorded_steps().marks.size();
+      if (recording) marks = engine.step_recorder().take_recorded_steps().marks.size();
     }
   }
   const double a = median(off), b = median(on);

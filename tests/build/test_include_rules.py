@@ -3,7 +3,10 @@
 
 Includes are written from the repository root and never climb with "../"; each folder may include only the
 folders it depends on: common <- job <- entrypoint; common, job, kernels <- runtime (and inside runtime,
-data and model_io need only common, comm needs job, model needs kernels, comm and model_io). Inside
+data and model_io need only common, comm needs job, model needs kernels, comm and model_io; timeline needs
+job, comm, data and model but no engine; engine needs those, timeline and the training settings, and
+nothing of the trainer). Every folder directly under runtime/ has its own rule: a new one fails the check
+until it gets one. Inside
 runtime/data each room includes only common, the shared files directly in runtime/data and the rooms it
 uses: records and images stand alone, sources uses both, pipe uses records, loader uses sources and pipe;
 of job, every room may include job/training_choices.h alone (the augmentation and format the job chose).
@@ -35,6 +38,9 @@ RULES = [
     ("runtime/model_io/", {"common", "runtime/model_io"}),
     ("runtime/comm/", {"common", "job", "runtime/comm"}),
     ("runtime/model/", {"common", "kernels", "runtime/comm", "runtime/model_io", "runtime/model"}),
+    ("runtime/timeline/", {"common", "job", "runtime/comm", "runtime/data", "runtime/model", "runtime/timeline"}),
+    ("runtime/engine/", {"common", "job", "kernels", "runtime/comm", "runtime/data", "runtime/model",
+                         "runtime/model_io", "runtime/timeline", "runtime/engine", "runtime/training_settings.h"}),
     ("runtime/", {"common", "job", "kernels", "runtime"}),
     ("entrypoint/", {"common", "job", "entrypoint"}),
     ("job/", {"common", "job"}),
@@ -55,6 +61,11 @@ def allowed(target, folders):
 
 def main():
     problems, checked = [], 0
+    runtime = os.path.join(ROOT, "runtime")
+    for name in sorted(os.listdir(runtime)):
+        if os.path.isdir(os.path.join(runtime, name)) and not any(prefix == f"runtime/{name}/" for prefix, _ in RULES):
+            problems.append(f"runtime/{name}/ has no rule of its own in tests/build/test_include_rules.py: say "
+                            f"which folders it may include (and write it into docs/architecture.md's rule)")
     for path in source_files(ROOT):
         prefix, rule = next(((prefix, folders) for prefix, folders in RULES if path.startswith(prefix)),
                             (None, None))

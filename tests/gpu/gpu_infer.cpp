@@ -53,8 +53,11 @@ std::vector<float> infer(int depth, int classes, const train::model_io::Safetens
   std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(classes));
   {
     cuda::Context context(stream);
-    train::comm::BucketPlan buckets = train::comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-    train::model::GpuResNet<T> gpu(plan, buckets, context);
+    const train::comm::BucketPlan buckets =
+        train::comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
+    const cuda::DeviceMemory gradient_memory = cuda::allocate_device(sizeof(float) * buckets.total_elements);
+    train::model::GpuResNet<T> gpu(plan, train::comm::GradientViews<float>{cuda::as<float>(gradient_memory), &buckets},
+                                   context);
     gpu.upload_state(state);
     const std::vector<float> pixels = images.to_float();
     const cuda::DeviceMemory pixel_memory = cuda::allocate_device(sizeof(float) * pixels.size());

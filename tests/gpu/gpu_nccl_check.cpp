@@ -5,7 +5,7 @@
 // when the number of ranks is a power of two), bit-identical on every rank, for several bucket thresholds:
 //   fp32            the fp32 mode: backward writes the fp32 buffer that is reduced;
 //   bf16 widened    training: backward writes bf16, each bucket is widened to fp32 just before its
-//                   reduction (the reducer's prepare hook, as runtime/cuda_engine.cpp sets it).
+//                   reduction (the reducer's prepare hook, as runtime/engine/cuda_engine.cpp sets it).
 //
 //   mpirun -np <ranks> gpu_nccl_check
 // Ranks go to GPUs round-robin. Where a host has fewer GPUs than ranks (a check on a one-GPU machine), each
@@ -46,18 +46,36 @@ bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 bool check_case(const NcclCommunicator& comm, kernels::cuda::Context& context, const std::vector<size_t>& sizes,
                 size_t threshold_bytes, bool widened) {
   const int ranks = comm.size();
-  const BucketPlan plan = plan_gradient_buckets(sizes, threshold_bytes);
+  cudaStream_t compute = context.stream();
+  // As the CUDA engine: a communication stream of the highest priority, the two events that order it, and
+  // the memory of the reducer's fp32 buffer (what is reduced).
+  const kernels::cuda::Stream communication = kernels::cuda::make_stream(kernels::cuda::StreamPriority::highest);
+  const kernels::cuda::Event ready = kernels::cuda::make_event(), done = kernels::cuda::make_event();
+  kernels::cuda::DeviceMemory reduced_memory, written_memory;
+  float* reduced = nullptr;
+  __nv_bfloat16* written = nullptr;  // bf16, what backward writes (bf16 case only)
+  NcclGradientReducer::Prepare prepare;
+  if (widened) {
+    prepare = [&](size_t begin, size_t end) {
+      kernels::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), written + begin,
+                                                reduced + begin);
+    };
+  }
+  NcclGradientReducer reducer(comm, sizes, threshold_bytes,
+                              NcclGradientReducer::Device{compute, communication.get(), ready.get(), done.get(),
+                                                          [&](size_t bytes) {
+                                                            reduced_memory = kernels::cuda::allocate_device(bytes);
+                                                            return reduced_memory.get();
+                                                          }},
+                              std::chrono::seconds(60), ncclAvg, prepare);
+  const BucketPlan& plan = reducer.plan();
+  reduced = reducer.gradients().values;
   std::vector<bool> padding(plan.total_elements, true);
   for (size_t t = 0; t < sizes.size(); ++t) {
     std::fill_n(padding.begin() + static_cast<std::ptrdiff_t>(plan.offset_of_tensor[t]), sizes[t], false);
   }
   std::vector<float> host(plan.total_elements, 0.0f);
   for (size_t i = 0; i < host.size(); ++i) host[i] = padding[i] ? 0.0f : value_of(comm.rank(), i);
-  cudaStream_t compute = context.stream();
-  const kernels::cuda::DeviceMemory reduced_memory = kernels::cuda::allocate_device(host.size() * sizeof(float));
-  kernels::cuda::DeviceMemory written_memory;
-  auto* reduced = kernels::cuda::as<float>(reduced_memory);  // fp32, what is reduced
-  __nv_bfloat16* written = nullptr;                        // bf16, what backward writes (bf16 case only)
   if (widened) {
     std::vector<__nv_bfloat16> bf16(host.size());
     for (size_t i = 0; i < host.size(); ++i) bf16[i] = __float2bfloat16(host[i]);
@@ -65,7 +83,7 @@ bool check_case(const NcclCommunicator& comm, kernels::cuda::Context& context, c
     written = kernels::cuda::as<__nv_bfloat16>(written_memory);
     TRAIN_CUDA_CHECK(cudaMemcpyAsync(written, bf16.data(), bf16.size() * sizeof(__nv_bfloat16),
                                      cudaMemcpyHostToDevice, compute));
-    // Poison: only the widening may fill the fp32 buffer (padding excepted: the engine zeroes it once).
+    // Poison: only the widening may fill the fp32 buffer (padding excepted: the model zeroes it once).
     std::vector<float> poison(host.size(), std::nanf(""));
     for (size_t i = 0; i < host.size(); ++i) {
       if (padding[i]) poison[i] = 0.0f;
@@ -77,28 +95,13 @@ bool check_case(const NcclCommunicator& comm, kernels::cuda::Context& context, c
                                      cudaMemcpyHostToDevice, compute));
   }
   TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));  // the host vectors above go away
-  {
-    NcclGradientReducer::Prepare prepare;
-    if (widened) {
-      prepare = [&](size_t begin, size_t end) {
-        kernels::cuda::cast<__nv_bfloat16, float>(context, static_cast<std::int64_t>(end - begin), written + begin,
-                                                  reduced + begin);
-      };
-    }
-    // As the CUDA engine: a communication stream of the highest priority, and the two events that order it.
-    const kernels::cuda::Stream communication = kernels::cuda::make_stream(kernels::cuda::StreamPriority::highest);
-    const kernels::cuda::Event ready = kernels::cuda::make_event(), done = kernels::cuda::make_event();
-    NcclGradientReducer reducer(comm, plan, reduced, ncclFloat32,
-                                NcclGradientReducer::Streams{compute, communication.get(), ready.get(), done.get()},
-                                std::chrono::seconds(60), ncclAvg, prepare);
-    reducer.begin_step();
-    for (int t = static_cast<int>(sizes.size()) - 1; t >= 0; --t) reducer.tensor_ready(t);  // backward's order
-    reducer.finish();
-    TRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), reduced, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                     compute));
-    reducer.wait(std::chrono::seconds(60));
-    TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));
-  }
+  reducer.begin_step();
+  for (int t = static_cast<int>(sizes.size()) - 1; t >= 0; --t) reducer.tensor_ready(t);  // backward's order
+  reducer.finish();
+  TRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), reduced, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                   compute));
+  reducer.wait(std::chrono::seconds(60));
+  TRAIN_CUDA_CHECK(cudaStreamSynchronize(compute));
   // The fp32 mean: exact for a power of two ranks (1/n exact, sums of multiples of 1/8 exact); otherwise
   // NCCL multiplies each rank's value by fp32(1/n) and sums in fp32: within (n + 1) fp32 roundings of the
   // largest contribution.

@@ -7,9 +7,9 @@
 // at batch 8 with 32x32 images; each in fp32 (GpuResNet<float>) and bf16 (GpuResNet<bf16>). Per case and
 // mode, from CpuResNet::initialize(seed) weights and one random batch (bf16: weights and images first
 // rounded to bf16 for every model, so all compute from the same values):
-//   GPU:  train_step (label smoothing 0.1, gradient_scale 0.5 as for two ranks) + sgd_step (lr 0.1,
-//         momentum 0.9, weight decay 1e-4 on conv/fc weights);
-//   CPU:  the same train_step in fp32 (CpuResNet<float>) and in fp64 (CpuResNet<double>, "exact").
+//   GPU:  forward_and_loss and backward (label smoothing 0.1, gradient_scale 0.5 as for two ranks) +
+//         sgd_step (lr 0.1, momentum 0.9, weight decay 1e-4 on conv/fc weights);
+//   CPU:  the same step in fp32 (CpuResNet<float>) and in fp64 (CpuResNet<double>, "exact").
 // Compared: bucket plan and on_gradient order (identical to the CPU's), loss, top-1 hits, every gradient,
 // BN running statistics and num_batches_tracked, the SGD step (GPU momentum and weights against
 // kernels::sgd_step run on the GPU's own gradients), inference logits (the CPU model given the GPU's state by
@@ -57,6 +57,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
+#include "runtime/comm/gradient_buckets.h"
 #include "runtime/model/cpu_resnet.h"
 #include "runtime/model/gpu_resnet.h"
 #include "runtime/model/model_state.h"
@@ -291,7 +292,8 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
   const auto started = std::chrono::steady_clock::now();
 
   const train::model::ResNetSpec spec = train::model::build_resnet_spec(c.depth, c.classes);
-  // Each model gets a plan and buckets of its own, made the way the engines make them.
+  // Each model gets a plan of its own and writes its gradients into a buffer of its own, laid out by buckets
+  // made the way the engines' reducers make them.
   // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
   const train::model::GradientMemory memory =
       train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
@@ -302,7 +304,8 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
     return train::comm::plan_gradient_buckets(plan.parameter_counts(), kBucketBytes);
   };
   const train::model::ResNetPlan cpu_plan = plan_of();
-  CpuResNet<float> cpu(cpu_plan, buckets_of(cpu_plan));
+  train::comm::GradientBuffer<float> cpu_gradient_buffer(buckets_of(cpu_plan));
+  CpuResNet<float> cpu(cpu_plan, cpu_gradient_buffer.views());
   cpu.initialize(seed);
   Random random(seed + 1);
   const size_t image_count = static_cast<size_t>(c.batch) * c.size * c.size * 3;
@@ -314,40 +317,44 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
   }
 
   const train::model::ResNetPlan gpu_plan = plan_of();
-  GpuResNet<T> gpu(gpu_plan, buckets_of(gpu_plan), context);
+  const train::comm::BucketPlan gpu_buckets = buckets_of(gpu_plan);
+  DeviceBuffer<float> gpu_reduced(gpu_buckets.total_elements);  // the NCCL reducer's buffer in the engine
+  GpuResNet<T> gpu(gpu_plan, train::comm::GradientViews<float>{gpu_reduced.get(), &gpu_buckets}, context);
   gpu.upload_state(train::model::HostModelState{cpu.all_values(), cpu.all_buffers(), cpu.all_tracked()});
   DeviceBuffer<T> device_images(image_count, images);
   DeviceBuffer<std::int32_t> device_labels(labels.size(), std::vector<float>(labels.begin(), labels.end()));
 
   std::string note;
-  const bool plan_ok = same_plan(cpu.bucket_plan(), gpu.bucket_plan(), note);
+  const bool plan_ok = same_plan(cpu_gradient_buffer.plan(), gpu_buckets, note);
   table.check(c.name, mode, "bucket plan", plan_ok, note);
 
   // ---- the step: CPU fp32, CPU fp64 ("exact"), GPU ----
   std::vector<int> cpu_order, gpu_order;
-  const auto cpu_result = cpu.train_step(images.data(), labels.data(), c.batch, kLabelSmoothing, kGradientScale,
-                                         [&](int p) { cpu_order.push_back(p); }, [] {});
-  const std::vector<float> cpu_gradients = cpu.all_gradients();
+  const auto cpu_result = cpu.forward_and_loss(images.data(), labels.data(), c.batch, kLabelSmoothing, kGradientScale);
+  cpu.backward([&](int p) { cpu_order.push_back(p); }, {});
+  const std::vector<float> cpu_gradients = cpu_gradient_buffer.values();
 
-  CpuResNet<double> exact(cpu_plan, buckets_of(cpu_plan));
+  train::comm::GradientBuffer<double> exact_gradient_buffer(buckets_of(cpu_plan));
+  CpuResNet<double> exact(cpu_plan, exact_gradient_buffer.views());
   exact.initialize(seed);  // running statistics 0 and 1; the parameters are the fp32 model's start
   {
     std::vector<float> start = gpu.download_parameters();
     std::copy(start.begin(), start.end(), exact.all_values().begin());
   }
   const std::vector<double> images64(images.begin(), images.end());
-  const auto exact_result = exact.train_step(images64.data(), labels.data(), c.batch, kLabelSmoothing,
-                                             kGradientScale, [](int) {}, [] {});
-  const std::vector<double>& exact_gradients = exact.all_gradients();
+  const auto exact_result =
+      exact.forward_and_loss(images64.data(), labels.data(), c.batch, kLabelSmoothing, kGradientScale);
+  exact.backward({}, {});
+  const std::vector<double>& exact_gradients = exact_gradient_buffer.values();
 
   const std::vector<float> gpu_before = gpu.download_parameters();
-  gpu.train_step(device_images.get(), device_labels.get(), c.batch, kLabelSmoothing, kGradientScale,
-                 [&](int p) { gpu_order.push_back(p); });
+  gpu.forward_and_loss(device_images.get(), device_labels.get(), c.batch, kLabelSmoothing, kGradientScale);
+  gpu.backward([&](int p) { gpu_order.push_back(p); }, {});
   const auto gpu_result = gpu.read_step_result();
   const std::vector<float> gpu_gradients = gpu.download_gradients();
   // No reducer here: widen every gradient into the fp32 buffer the optimizer reads, as the engine's buckets
   // do one by one before their reductions; it must hold exactly the gradients backward wrote.
-  gpu.widen_gradients(0, gpu.bucket_plan().total_elements);
+  gpu.widen_gradients(0, gpu_buckets.total_elements);
   const std::vector<float> gpu_widened = gpu.download_reduced_gradients();
   table.check(c.name, mode, "fp32 gradients the optimizer reads == backward's", gpu_widened == gpu_gradients,
               std::to_string(gpu_widened.size()) + " values");

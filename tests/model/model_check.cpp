@@ -68,12 +68,13 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
 
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), n, static_cast<int>(images->shape[1]),
                                 static_cast<int>(images->shape[2]));
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  CpuResNet<T> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<T> gradients(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<T> model(std::move(plan), gradients.views());
   model.initialize(1);
   model.import_state(weights.tensors);
   int reported = 0;
-  auto result = model.train_step(pixels.data(), targets.data(), n, smoothing, scale, [&](int) { ++reported; }, [] {});
+  auto result = model.forward_and_loss(pixels.data(), targets.data(), n, smoothing, scale);
+  model.backward([&](int) { ++reported; }, [] {});
   if (reported != model.parameter_tensors()) {
     throw std::runtime_error(fmt::format("backward reported {} gradients for {} parameters", reported,
                                          model.parameter_tensors()));
@@ -82,7 +83,7 @@ int run(int depth, int classes, const model_io::SafetensorsFile& weights, const 
   std::vector<T> eval_logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, eval_logits.data());
 
-  ExportedTensors out = export_gradients(model.plan(), model.bucket_plan(), model.all_gradients().data(), "grad.");
+  ExportedTensors out = export_gradients(model.plan(), gradients.plan(), gradients.values().data(), "grad.");
   ExportedTensors state = model.export_state();
   std::vector<model_io::TensorView> views = out.views();
   for (auto view : state.views()) {
@@ -108,8 +109,8 @@ int infer(int depth, int classes, const model_io::SafetensorsFile& weights, cons
   std::vector<float> pixels = images->to_float();
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, classes), std::max(n, 2), static_cast<int>(images->shape[1]),
                                 static_cast<int>(images->shape[2]));
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{25} << 20);
-  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradients(plan.parameter_counts(), size_t{25} << 20);
+  CpuResNet<float> model(std::move(plan), gradients.views());
   model.import_state(weights.tensors);
   std::vector<float> logits(static_cast<size_t>(n) * classes);
   model.infer(pixels.data(), n, logits.data());

@@ -49,15 +49,24 @@ kernels::SgdOptions options() {
   return result;
 }
 
-// The one-process reference: the average of every shard's gradient at the given parameters.
-std::vector<double> reference_gradient(model::CpuResNet<float>& reference, const std::vector<float>& parameters,
-                                       int step, int ranks) {
-  reference.all_values() = parameters;
-  std::vector<double> sum(reference.all_gradients().size(), 0.0);
+// The one-process reference: one model writing into a buffer of its own.
+struct Reference {
+  explicit Reference(const model::ResNetPlan& plan, size_t fusion_threshold_bytes)
+      : gradients(plan.parameter_counts(), fusion_threshold_bytes), model(plan, gradients.views()) {}
+  comm::GradientBuffer<float> gradients;
+  model::CpuResNet<float> model;
+};
+
+// The average of every shard's gradient at the given parameters.
+std::vector<double> reference_gradient(Reference& reference, const std::vector<float>& parameters, int step,
+                                       int ranks) {
+  reference.model.all_values() = parameters;
+  std::vector<double> sum(reference.gradients.values().size(), 0.0);
   for (int shard = 0; shard < ranks; ++shard) {
     Shard data = make_shard(step, shard);
-    reference.train_step(data.images.data(), data.labels.data(), batch, smoothing, 1.0f, [](int) {}, [] {});
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] += reference.all_gradients()[i];
+    reference.model.forward_and_loss(data.images.data(), data.labels.data(), batch, smoothing, 1.0f);
+    reference.model.backward({}, {});
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += reference.gradients.values()[i];
   }
   for (auto& value : sum) value /= ranks;
   return sum;
@@ -65,26 +74,25 @@ std::vector<double> reference_gradient(model::CpuResNet<float>& reference, const
 
 // The distributed run: this rank's shard, bucketed MPI reduction. On rank 0 with `worst_error`, every
 // step's reduced gradient is also compared with the one-process reference.
-std::vector<float> distributed_parameters(int rank, int ranks, size_t bucket_bytes, double* worst_error) {
+std::vector<float> distributed_parameters(int rank, int ranks, size_t fusion_threshold_bytes, double* worst_error) {
   const model::ResNetPlan plan = model::plan_resnet(model::build_resnet_spec(depth, classes), batch, size, size);
-  const comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), bucket_bytes);
-  model::CpuResNet<float> model(plan, buckets);
-  model.initialize(42);
-  std::optional<model::CpuResNet<float>> reference;
-  if (worst_error != nullptr && rank == 0) reference.emplace(plan, buckets);
-  comm::MpiGradientReducer reducer(MPI_COMM_WORLD, model.bucket_plan(), model.all_gradients().data(),
+  comm::MpiGradientReducer reducer(MPI_COMM_WORLD, plan.parameter_counts(), fusion_threshold_bytes,
                                    std::chrono::seconds(120));
+  model::CpuResNet<float> model(plan, reducer.gradients());
+  model.initialize(42);
+  std::optional<Reference> reference;
+  if (worst_error != nullptr && rank == 0) reference.emplace(plan, fusion_threshold_bytes);
   for (int step = 0; step < steps; ++step) {
     Shard data = make_shard(step, rank);
     reducer.begin_step();
-    model.train_step(data.images.data(), data.labels.data(), batch, smoothing, 1.0f / static_cast<float>(ranks),
-                     [&](int p) { reducer.tensor_ready(p); }, [&] { reducer.progress(); });
+    model.forward_and_loss(data.images.data(), data.labels.data(), batch, smoothing, 1.0f / static_cast<float>(ranks));
+    model.backward([&](int p) { reducer.tensor_ready(p); }, [&] { reducer.progress(); });
     reducer.finish();
     if (reference) {
       auto expected = reference_gradient(*reference, model.all_values(), step, ranks);
       double difference = 0, scale = 0;
       for (size_t i = 0; i < expected.size(); ++i) {
-        difference += std::pow(model.all_gradients()[i] - expected[i], 2);
+        difference += std::pow(reducer.gradients().values[i] - expected[i], 2);
         scale += expected[i] * expected[i];
       }
       *worst_error = std::max(*worst_error, std::sqrt(difference / scale));

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -70,9 +71,10 @@ int main(int argc, char** argv) {
     }
     check(gathered, "gather_texts: every rank's text on rank 0, by rank", rank);
 
-    comm::BucketPlan plan = comm::plan_gradient_buckets({1000, 30, 70000, 5, 200000}, 100000);
-    std::vector<float> gradients(plan.total_elements, 1.0f);
-    comm::MpiGradientReducer reducer(MPI_COMM_WORLD, plan, gradients.data(), timeout);
+    comm::MpiGradientReducer reducer(MPI_COMM_WORLD, {1000, 30, 70000, 5, 200000}, 100000, timeout);
+    const comm::BucketPlan& plan = reducer.plan();
+    float* gradients = reducer.gradients().values;
+    std::fill_n(gradients, plan.total_elements, 1.0f);
     std::map<size_t, std::vector<std::string>> seen;
     reducer.set_bucket_hooks(comm::BucketHooks{
         [&](size_t bucket, size_t bytes) { seen[bucket].push_back(fmt::format("start {}", bytes)); },

@@ -19,16 +19,17 @@ namespace {
 // One training step in fp64 with the given gradient memory; returns every parameter gradient and the loss.
 std::vector<double> step_gradients(int depth, int size, GradientMemory memory, double* loss) {
   ResNetPlan plan = plan_resnet(build_resnet_spec(depth, 10), 3, size, size, memory);
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
-  CpuResNet<double> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<double> gradients(plan.parameter_counts(), size_t{1} << 20);
+  CpuResNet<double> model(std::move(plan), gradients.views());
   model.initialize(7);
   std::mt19937 generator(11);
   std::normal_distribution<double> normal;
   std::vector<double> images(static_cast<size_t>(3) * size * size * 3);
   for (auto& value : images) value = normal(generator);
   const std::vector<int32_t> labels = {1, 4, 9};
-  *loss = model.train_step(images.data(), labels.data(), 3, 0.1, 1.0, [](int) {}, [] {}).loss;
-  return model.all_gradients();
+  *loss = model.forward_and_loss(images.data(), labels.data(), 3, 0.1, 1.0).loss;
+  model.backward({}, {});
+  return gradients.values();
 }
 
 }  // namespace
@@ -101,7 +102,8 @@ ExportedTensors train_three_steps(bool packed) {
   ResNetPlan plan = plan_resnet(build_resnet_spec(18, 37), 4, 32, 32);
   comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 18);
   if (packed) pack_tensors(plan, buckets);
-  CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradients(std::move(buckets));
+  CpuResNet<float> model(std::move(plan), gradients.views());
   model.initialize(5);
   kernels::SgdOptions options;
   options.lr = 0.1;
@@ -113,7 +115,8 @@ ExportedTensors train_three_steps(bool packed) {
   for (int step = 0; step < 3; ++step) {
     for (auto& value : images) value = normal(generator);
     const std::vector<int32_t> labels = {1, 36, 17, 4};
-    model.train_step(images.data(), labels.data(), 4, 0.1f, 0.5f, [](int) {}, [] {});
+    model.forward_and_loss(images.data(), labels.data(), 4, 0.1f, 0.5f);
+    model.backward({}, {});
     model.sgd_step(options);
   }
   return model.export_state();

@@ -90,8 +90,8 @@ TEST_CASE("timeline: layer groups of every ResNet", "[timeline]") {
 TEST_CASE("timeline: the passes mark each layer group forward and backward, only when asked", "[timeline]") {
   model::ResNetPlan plan =
       model::plan_resnet(model::build_resnet_spec(18, 10), 2, 32, 32, model::GradientMemory::per_activation);
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), size_t{1} << 20);
-  model::CpuResNet<float> model(std::move(plan), std::move(buckets));
+  comm::GradientBuffer<float> gradient_buffer(plan.parameter_counts(), size_t{1} << 20);
+  model::CpuResNet<float> model(std::move(plan), gradient_buffer.views());
   model.initialize(3);
   std::vector<float> images(2 * 32 * 32 * 3, 0.5f);
   const std::vector<int32_t> labels = {1, 2};
@@ -101,7 +101,8 @@ TEST_CASE("timeline: the passes mark each layer group forward and backward, only
     marks.emplace_back(pass, group);
     if (pass == Pass::backward && group < 0) gradients_before_backward_end = gradients;
   });
-  model.train_step(images.data(), labels.data(), 2, 0.0f, 1.0f, [&](int) { ++gradients; }, {});
+  model.forward_and_loss(images.data(), labels.data(), 2, 0.0f, 1.0f);
+  model.backward([&](int) { ++gradients; }, {});
   const std::vector<std::pair<Pass, int>> expected = {
       {Pass::forward, 0}, {Pass::forward, 1},  {Pass::forward, 2},  {Pass::forward, 3},  {Pass::forward, 4},
       {Pass::forward, 5}, {Pass::forward, -1}, {Pass::backward, 5}, {Pass::backward, 4}, {Pass::backward, 3},
@@ -112,7 +113,8 @@ TEST_CASE("timeline: the passes mark each layer group forward and backward, only
   std::vector<float> logits(20);
   model.infer(images.data(), 2, logits.data());  // inference is never marked
   model.set_pass_marks({});
-  model.train_step(images.data(), labels.data(), 2, 0.0f, 1.0f, [](int) {}, {});
+  model.forward_and_loss(images.data(), labels.data(), 2, 0.0f, 1.0f);
+  model.backward({}, {});
   CHECK(marks.empty());
 }
 

@@ -1,4 +1,4 @@
-// The CUDA engine (in the CUDA backend; a CPU-only binary links runtime/cuda_engine_absent.cpp instead):
+// The CUDA engine (in the CUDA backend; a CPU-only binary links runtime/engine/cuda_engine_absent.cpp instead):
 // GpuResNet (bf16 with fp32 master weights, or the fp32 mode) + the bucketed NCCL reducer + the
 // multi-tensor optimizer on the GPU, on the GPU this rank pinned.
 //
@@ -15,7 +15,7 @@
 #pragma once
 
 #include "job/rank_environment.h"
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/training_settings.h"
 
 #include <mpi.h>

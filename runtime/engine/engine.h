@@ -1,7 +1,9 @@
 // What the trainer (runtime/trainer.h) drives: a model, its optimizer and its gradient reduction on one
 // backend. The CPU engine is CpuResNet (with the CPU optimizer and its momentum) + the MPI bucket reducer
-// (runtime/cpu_engine.h); the CUDA engine is GpuResNet (with the multi-tensor optimizer on the GPU and its
-// momentum) + the NCCL bucket reducer (runtime/cuda_engine.h). The trainer owns everything else: data,
+// (runtime/engine/cpu_engine.h); the CUDA engine is GpuResNet (with the multi-tensor optimizer on the GPU
+// and its momentum) + the NCCL bucket reducer (runtime/engine/cuda_engine.h). Both report their steps to
+// one StepObserver (runtime/engine/step_observer.h): the log lines' sums and the timeline's marks. Read
+// CpuEngine::run_step (runtime/engine/cpu_engine.cpp) first: one training step, each phase one call. The trainer owns everything else: data,
 // epochs, learning rate, metrics, validation, checkpoints, stop requests, the model file.
 //
 // Waiting. Each call says what it may wait for. "Enqueues" means: on the CPU the work is done when the call
@@ -10,18 +12,18 @@
 // step's compute, after the step's kernels are already queued), so the GPU never waits for the host and
 // the host runs at most a step or two ahead. Calls that hand results to the host ("waits") synchronise
 // with everything queued before them.
-// Collectives: train_step reduces gradients across every rank of the job, so every rank calls it the same
+// Collectives: run_step reduces gradients across every rank of the job, so every rank calls it the same
 // number of times; no other call communicates.
 #pragma once
 
 #include "job/rank_environment.h"
-#include "runtime/comm/gradient_buckets.h"
 #include "runtime/data/loader/batch_loader.h"
+#include "runtime/engine/step_observer.h"
 #include "runtime/model/model_state.h"
 #include "runtime/model/resnet_plan.h"
 #include "runtime/model/resnet_spec.h"
 #include "runtime/model_io/tensor.h"
-#include "runtime/timeline/step_marks.h"
+#include "runtime/timeline/step_recorder.h"
 #include "runtime/training_settings.h"
 
 #include <mpi.h>
@@ -34,29 +36,11 @@
 
 namespace train {
 
-// This rank's sums over the steps between two requests for them (request_totals()).
-struct StepTotals {
-  double loss = 0;     // sum over steps of (mean loss of the batch) x (images in it)
-  double images = 0;
-  double correct = 0;  // top-1 hits (training-mode logits)
-  int64_t steps = 0;
-  // Seconds this rank waited for the other ranks' gradients: after its backward pass, until the last bucket
-  // of the step was reduced (the CPU engine: its reducer's finish() on the host clock; the CUDA engine: the
-  // compute stream's wait, timed on the device). The per-rank timing lines and the straggler report
-  // (runtime/rank_timing.h) read it; a rank that waits long is waiting for a slower one.
-  double reduction_wait_seconds = 0;
-};
-
-// An engine's model (CpuResNet, GpuResNet) as the settings ask: the network planned for this rank's batch
-// and images, and its gradient buckets planned by the communication layer; `backend` goes on to the
-// model's constructor (the GPU's context).
-template <typename Model, typename... Backend>
-Model make_model(const TrainingSettings& settings, int classes, Backend&... backend) {
-  model::ResNetPlan plan =
-      model::plan_resnet(model::build_resnet_spec(settings.depth, classes), settings.batch_per_rank, settings.height,
-                         settings.width, settings.gradient_memory());
-  comm::BucketPlan buckets = comm::plan_gradient_buckets(plan.parameter_counts(), settings.bucket_bytes);
-  return Model(std::move(plan), std::move(buckets), backend...);
+// The network an engine's model (CpuResNet, GpuResNet) runs, as the settings ask: planned for this rank's
+// batch and images. Its gradient buckets are the reducer's to plan (from plan.parameter_counts()).
+inline model::ResNetPlan plan_network(const TrainingSettings& settings, int classes) {
+  return model::plan_resnet(model::build_resnet_spec(settings.depth, classes), settings.batch_per_rank,
+                            settings.height, settings.width, settings.gradient_memory());
 }
 
 class Engine {
@@ -82,10 +66,10 @@ class Engine {
   virtual std::vector<float> parameters() = 0;
 
   // ---- training (enqueues) -----------------------------------------------------------------------------
-  // One optimizer step on `batch`: forward, loss, backward with the gradient buckets reduced (averaged over
+  // One training step on `batch`: forward, loss, backward with the gradient buckets reduced (averaged over
   // ranks) while backward goes on, then the optimizer at `learning_rate`. When it returns the engine no
   // longer reads the batch's memory: the trainer may refill it.
-  virtual void train_step(const data::Batch& batch, double learning_rate) = 0;
+  virtual void run_step(const data::Batch& batch, double learning_rate) = 0;
   // Marks the end of a stretch of steps: their sums are taken later by take_totals(). On the GPU this
   // enqueues their copy to the host behind the steps already queued (enqueues), so that asking for the
   // figures of a log line never leaves the GPU idle. At most a few requests may be outstanding.
@@ -95,13 +79,9 @@ class Engine {
   virtual StepTotals take_totals() = 0;
 
   // ---- the timeline (runtime/timeline/) -------------------------------------------------------------------
-  // Marks the moments of the next `steps` train_step calls (runtime/timeline/step_marks.h): on the CPU from
-  // the host's clock, on the GPU by device timestamps on its streams (enqueues; never waits). At most as
-  // many steps as settings.timeline asked for when the engine was made.
-  virtual void record_steps(int64_t steps) = 0;
-  // The marks of the steps recorded so far, on this host's monotonic clock, and the end of the recording.
-  // Waits for their work: call it well after the last one (an interval later), when that has long run.
-  virtual timeline::RecordedSteps take_recorded_steps() = 0;
+  // What the timeline asks to mark the next steps and to take their marks (the engine's step observer). On
+  // the GPU at most as many steps as settings.timeline asked for when the engine was made.
+  virtual timeline::StepRecorder& step_recorder() = 0;
 
   // ---- inference (waits) ---------------------------------------------------------------------------------
   // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.
@@ -109,7 +89,7 @@ class Engine {
 };
 
 // Makes the engine the settings ask for (settings.device, settings.precision) for `classes` classes
-// (runtime/make_engine.cpp). Throws ConfigError when this build cannot (a CUDA engine in a CPU-only build).
+// (runtime/engine/make_engine.cpp). Throws ConfigError when this build cannot (a CUDA engine in a CPU-only build).
 std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
                                     MPI_Comm comm, std::chrono::milliseconds timeout);
 

@@ -1,6 +1,6 @@
 // The CPU-only backend's make_cuda_engine: this binary has no CUDA engine. Not reached in a job: the job
 // description resolves device=cuda to a GPU only when the binary can use one (runtime/training_settings.cpp).
-#include "runtime/cuda_engine.h"
+#include "runtime/engine/cuda_engine.h"
 
 #include "common/config_error.h"
 

@@ -1,8 +1,8 @@
 // Which engine a rank trains with: decided once from the settings (device and precision).
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 
-#include "runtime/cpu_engine.h"
-#include "runtime/cuda_engine.h"
+#include "runtime/engine/cpu_engine.h"
+#include "runtime/engine/cuda_engine.h"
 
 namespace train {
 
@@ -11,7 +11,7 @@ std::unique_ptr<Engine> make_engine(const TrainingSettings& settings, int classe
   if (settings.device == Device::cpu) {
     return std::make_unique<CpuEngine>(settings, classes, identity, comm, timeout);
   }
-  // The build's backend: runtime/cuda_engine.cpp, or runtime/cuda_engine_absent.cpp in a CPU-only binary.
+  // The build's backend: runtime/engine/cuda_engine.cpp, or runtime/engine/cuda_engine_absent.cpp in a CPU-only binary.
   return make_cuda_engine(settings, classes, identity, comm, timeout);
 }
 
