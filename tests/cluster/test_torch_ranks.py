@@ -62,6 +62,8 @@ DDP = textwrap.dedent("""\
         optimizer.zero_grad()
         nn.functional.mse_loss(model(inputs), targets).backward()
         optimizer.step()
+    with open(os.environ["TEST_OUT"] + f".cwd.{rank}", "w") as out:
+        out.write(os.getcwd())
     if rank == 0:
         state = (model.module if distributed else model).state_dict()
         with open(os.environ["TEST_OUT"], "w") as out:
@@ -143,6 +145,10 @@ class TorchRanksOnTwoHosts(unittest.TestCase):
         together = os.path.join(self.work, "ddp-train.json")
         with self.cluster() as cluster:
             self.train_on_two_hosts(cluster, ddp, {"TEST_OUT": together})
+        self.assert_equals_one_process_on_the_whole_batch(together)
+
+    def assert_equals_one_process_on_the_whole_batch(self, together):
+        ddp = os.path.join(self.work, "ddp.py")
         alone = os.path.join(self.work, "ddp-alone.json")
         env = {name: value for name, value in os.environ.items() if name not in ("WORLD_SIZE", "RANK")}
         subprocess.run([PYTHON, ddp], env={**env, "TEST_OUT": alone}, check=True, timeout=LIMIT)
@@ -159,6 +165,29 @@ class TorchRanksOnTwoHosts(unittest.TestCase):
         for name, value in start.items():
             moved = max(moved, max(abs(a - b) for a, b in zip(value.flatten().tolist(), single[name])))
         self.assertGreater(moved, 1e-3)
+
+    def test_script_mode_runs_the_program_on_every_host_in_its_code_folder(self):
+        # As the SDK's PyTorch(entry_point="ddp.py", distribution={"torch_distributed": ...}) in local mode: the
+        # code already in each host's /opt/ml/code, and train started without a command.
+        together = os.path.join(self.work, "script-mode.json")
+        with open(os.path.join(self.work, "ddp.py")) as file:
+            program = file.read()
+        with self.cluster() as cluster:
+            simcluster.write_sagemaker_job(cluster, simcluster.sdk_encoded_hyperparameters(
+                {"sagemaker_program": "ddp.py", "sagemaker_submit_directory": "/opt/ml/code",
+                 "sagemaker_torch_distributed_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}))
+            for host in cluster.hosts:
+                os.makedirs(os.path.join(cluster.opt_ml(host), "code"), exist_ok=True)
+                with open(os.path.join(cluster.opt_ml(host), "code", "ddp.py"), "w") as file:
+                    file.write(program)
+            codes, outputs = self.run_on_every_host(cluster, lambda host: [TRAIN], {"TEST_OUT": together})
+            self.assertEqual(codes, {host: 0 for host in cluster.hosts}, outputs)
+            self.assertIn("runner torch_distributed", outputs["algo-1"])
+            self.assertIn("code: ddp.py is a Python program", outputs["algo-2"])  # prepared on the worker too
+        for rank in range(HOSTS * RANKS_PER_HOST):
+            with open(together + f".cwd.{rank}") as file:
+                self.assertEqual(file.read(), "/opt/ml/code", f"rank {rank}")
+        self.assert_equals_one_process_on_the_whole_batch(together)
 
 
 if __name__ == "__main__":
