@@ -81,9 +81,11 @@ RunnerChoice choose_runner(const nlohmann::json& decoded) {
     const char* instead;
   };
   static const Refused refused[] = {
-      {"sagemaker_distributed_dataparallel_enabled", "smdistributed's data parallel library (smddp)",
-       "use distribution={\"torch_distributed\": {\"enabled\": True}} (or \"pytorchddp\") with NCCL, or an AWS "
-       "Deep Learning Container that ships smdistributed"},
+      // The SDK (2.257) sends distribution={"pytorchddp": ...} this way too: it rewrites it to smdistributed's.
+      {"sagemaker_distributed_dataparallel_enabled",
+       "smdistributed's data parallel library (smddp; the SDK sends distribution={\"pytorchddp\": ...} as it too)",
+       "use distribution={\"torch_distributed\": {\"enabled\": True}}: the same DDP program runs with torchrun's "
+       "environment on every rank (gloo or NCCL)"},
       {"mp_parameters", "smdistributed's model parallel library (smp)",
        "use an AWS Deep Learning Container that ships smdistributed, or PyTorch's own FSDP under "
        "distribution={\"torch_distributed\": {\"enabled\": True}}"},
