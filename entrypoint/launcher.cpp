@@ -20,6 +20,7 @@
 #include "entrypoint/signal_inbox.h"
 #include "job/host_agreement.h"
 #include "job/rank_reason.h"
+#include "job/torchrun_environment.h"
 
 #include <fmt/format.h>
 
@@ -96,6 +97,16 @@ class JobRun {
     ranks_environment.erase(host_agreement_variable);
     if (job_.cluster.hosts.size() > 1) {
       ranks_environment[host_agreement_variable] = encode_host_agreement(host_agreement_items(job_, user_program()));
+    }
+    // torchrun's MASTER_PORT for a user's program: one port, chosen here on the master, for every rank.
+    if (job_.workload == Workload::user_command) {
+      try {
+        ranks_environment[master_port_variable] = std::to_string(choose_master_port(given_environment));
+      } catch (const std::exception& error) {
+        log_error("{}", error.what());
+        const bool bad = dynamic_cast<const ConfigError*>(&error) != nullptr;
+        return report_failure(job_.paths, error.what(), {}, bad ? exit_code::invalid_job : exit_code::environment);
+      }
     }
     // The ranks' network: EFA's variables for NCCL across hosts, or a warning that it will use sockets.
     for (const auto& line : apply_efa_settings(job_, find_efa_devices(), ranks_environment)) log_info("{}", line);

@@ -9,6 +9,7 @@
 #include "entrypoint/resource_limits.h"
 #include "entrypoint/program_exec.h"
 #include "entrypoint/rank_exec.h"
+#include "entrypoint/script_mode_launch.h"
 #include "entrypoint/shared_memory_sweep.h"
 #include "entrypoint/user_code/prepare_code_command.h"
 #include "entrypoint/validate_command.h"
@@ -16,6 +17,7 @@
 #include "job/hyperparameter_schema.h"
 #include "job/job_description.h"
 #include "job/sagemaker_environment.h"
+#include "job/script_mode.h"
 #include "runtime/rank_main.h"
 
 #include <fmt/format.h>
@@ -38,7 +40,8 @@ constexpr const char* usage_text =
     "usage:\n"
     "  train                  run the job described by /opt/ml (or SAGEMAKER_BASE_DIR), AWS Batch variables,\n"
     "                         or nothing (this host alone)\n"
-    "  train train            the same (SageMaker starts images this way)\n"
+    "  train train            the same (SageMaker starts images this way); a job that names a program\n"
+    "                         (sagemaker_program, SAGEMAKER_PROGRAM) runs it instead: script mode\n"
     "  train -- CMD ARGS...   run CMD on every rank instead of train's own training, with the same environment\n"
     "  train validate [DIR] [-- CMD ARGS...]\n"
     "                         check a job description offline (for CMD's ranks, when given) and print the\n"
@@ -88,17 +91,25 @@ int launch(const std::vector<std::string>& user_command) {
   EnvironmentMap environment = current_environment();
   JobDescription job;
   LaunchSettings settings;
+  std::optional<ScriptMode> script;
+  RunnerChoice runner;
+  std::vector<std::string> command = user_command;  // what each rank runs, when not train's own training
   try {
-    job = load_job_description(paths, environment, detect_host_resources(), CheckMode::this_host,
-                               user_command.empty() ? Workload::train_resnet : Workload::user_command);
-    std::vector<std::string> rank_program = {self_path()};
-    if (user_command.empty()) {
-      rank_program.push_back("rank");
-    } else {
-      rank_program.insert(rank_program.end(), {"rank-exec", "--"});
-      rank_program.insert(rank_program.end(), user_command.begin(), user_command.end());
+    // A job that names a program runs it (script mode); `train -- CMD` names its own command instead.
+    if (user_command.empty()) script = script_mode_of(paths, environment);
+    if (script && paths.base.is_relative()) {
+      // The launcher and the ranks run in the code folder: a relative job folder would name another folder there.
+      paths.base = std::filesystem::absolute(paths.base);
+      environment["SAGEMAKER_BASE_DIR"] = paths.base.string();
     }
-    settings = launch_settings_from_environment(environment, rank_program);
+    const bool own_training = user_command.empty() && !script;
+    job = load_job_description(paths, environment, detect_host_resources(), CheckMode::this_host,
+                               own_training ? Workload::train_resnet : Workload::user_command);
+    if (script) {
+      runner = choose_runner(job.hyperparameters.decoded());  // a runner the image cannot serve: refused here
+      apply_runner(job, runner);
+    }
+    settings = launch_settings_from_environment(environment, {});
   } catch (const ConfigError& error) {
     return report_invalid_job(paths, error.what());
   }
@@ -106,13 +117,13 @@ int launch(const std::vector<std::string>& user_command) {
   log_info("{} job: host {} of [{}], master {}, {} rank(s) per host, device {}", to_string(job.cluster.platform),
            job.cluster.current_host, fmt::join(job.cluster.hosts, ", "), job.cluster.master_host, job.ranks_per_host,
            device_name(job.device));
-  if (!user_command.empty()) {
-    std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
-    log_info("each rank runs: {}{}{}", fmt::join(user_command, " "), arguments.empty() ? "" : " ", arguments);
+  if (script) {
+    for (const auto& line : describe_script_mode(job, *script, runner, std::nullopt)) log_info("{}", line);
   }
   // The limits this host's mpirun, sshd and ranks inherit: a soft one too low is raised to the hard one,
   // a hard one too low refused before anything starts.
-  const auto checkpoint = user_command.empty() ? std::optional<uint64_t>(least_checkpoint_bytes(job)) : std::nullopt;
+  const bool own_training = command.empty() && !script;
+  const auto checkpoint = own_training ? std::optional<uint64_t>(least_checkpoint_bytes(job)) : std::nullopt;
   if (auto refusal = apply_limits(open_files_need(job), file_size_need(job, checkpoint))) {
     log_error("{}", *refusal);
     return report_failure(paths, *refusal, {}, exit_code::environment);
@@ -120,6 +131,34 @@ int launch(const std::vector<std::string>& user_command) {
   // A job killed outright on this host left its shared memory behind (a container's /dev/shm is its own, but
   // a host's may serve job after job).
   remove_stale_shared_memory();
+  if (script) {
+    // On every host before any rank starts, as the toolkit does: the code fetched and installed.
+    try {
+      const ScriptLaunch prepared = prepare_script_launch(job, *script, environment);
+      command = prepared.command;
+      // mpirun runs in the code folder, and so does every rank (Open MPI starts remote ranks in the same folder).
+      std::filesystem::current_path(prepared.folder);
+    } catch (const user_code::UserCodeError& error) {
+      log_error("{}", error.what());
+      for (const auto& line : error.details) log_error("{}", line);
+      return report_failure(paths, error.what(), error.details, error.exit_code);
+    } catch (const ConfigError& error) {
+      return report_invalid_job(paths, error.what());
+    } catch (const std::filesystem::filesystem_error& error) {
+      log_error("{}", error.what());
+      return report_failure(paths, fmt::format("train could not enter the code folder: {}", error.what()), {},
+                            exit_code::environment);
+    }
+  }
+  settings.rank_program = {self_path()};
+  if (own_training) {
+    settings.rank_program.push_back("rank");
+  } else {
+    settings.rank_program.insert(settings.rank_program.end(), {"rank-exec", "--"});
+    settings.rank_program.insert(settings.rank_program.end(), command.begin(), command.end());
+    std::string arguments = fmt::format("{}", fmt::join(user_command_arguments(job), " "));
+    log_info("each rank runs: {}{}{}", fmt::join(command, " "), arguments.empty() ? "" : " ", arguments);
+  }
   // Hosts that do not train (instance groups outside the distribution) still wait for the job's end.
   if (job.cluster.all_hosts.size() > 1) return run_multi_host(job, settings, environment);
   return run_launcher(job, settings, environment);

@@ -15,6 +15,7 @@
 #include "job/job_description.h"
 #include "job/rank_environment.h"
 #include "job/sagemaker_environment.h"
+#include "job/torchrun_environment.h"
 
 #include <fmt/format.h>
 
@@ -116,6 +117,8 @@ int run_rank_exec(const std::vector<std::string>& command) {
   for (auto& argument : user_command_arguments(job)) argv.push_back(std::move(argument));
   ChildProcess child;
   EnvironmentMap program_environment = rank_program_environment(job, environment, *identity);
+  for (auto& [name, value] : torchrun_variables(job, *identity, environment)) program_environment[name] = value;
+  program_environment.erase(master_port_variable);
   preload_job_host_name(job, program_environment, identity->rank);
   try {
     SpawnOptions options;

@@ -4,7 +4,10 @@
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "job/job_description.h"
+#include "entrypoint/script_mode_launch.h"
+#include "entrypoint/user_code/entry_point.h"
 #include "job/sagemaker_environment.h"
+#include "job/script_mode.h"
 
 #include <fmt/format.h>
 
@@ -33,12 +36,30 @@ int run_validate(const std::optional<std::string>& dir, const std::vector<std::s
     }
   }
   try {
+    const EnvironmentMap environment = current_environment();
+    const auto script = user_command.empty() ? script_mode_of(paths, environment) : std::nullopt;
     JobDescription job =
-        load_job_description(paths, current_environment(), detect_host_resources(), CheckMode::offline,
-                             user_command.empty() ? Workload::train_resnet : Workload::user_command);
+        load_job_description(paths, environment, detect_host_resources(), CheckMode::offline,
+                             user_command.empty() && !script ? Workload::train_resnet : Workload::user_command);
+    std::vector<std::string> command = user_command;
+    std::vector<std::string> script_lines;
+    if (script) {
+      const RunnerChoice runner = choose_runner(job.hyperparameters.decoded());
+      apply_runner(job, runner);
+      std::optional<user_code::ProgramKind> kind;  // known when the code is already in the code folder
+      if (!user_code::program_name_problem(script->program) && !user_code::program_missing(job.paths.code(), script->program)) {
+        kind = user_code::program_kind(job.paths.code(), script->program);
+        command = script_command(*kind, script->program, "python3");
+      }
+      script_lines = describe_script_mode(job, *script, runner, kind);
+    }
     nlohmann::json description = describe_effective_configuration(job);
-    if (!user_command.empty()) {
-      std::vector<std::string> rank_command = user_command;
+    if (script) {
+      description["script_mode"] = {{"program", script->program}, {"named_by", script->named_by},
+                                    {"submit_directory", script->submit_directory}, {"chosen", script_lines}};
+    }
+    if (!command.empty()) {
+      std::vector<std::string> rank_command = command;
       for (auto& argument : user_command_arguments(job)) rank_command.push_back(std::move(argument));
       description["rank_command"] = rank_command;
     }

@@ -7,17 +7,10 @@ fit() raised and with what.
 DOCKER_HOST, the fake AWS credentials and a `docker` on PATH come from the caller (tests/sdk)."""
 import argparse
 import json
-import os
 import sys
-import tempfile
 
-# No telemetry: nothing outside this machine is reached (the SDK's opt-out, in a user config of our own).
-with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
-    config.write("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
-os.environ["SAGEMAKER_USER_CONFIG_OVERRIDE"] = config.name
-
+import sdk_local  # first: telemetry off before the SDK is imported
 from sagemaker.estimator import Estimator  # noqa: E402
-from sagemaker.local import LocalSession  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--image", required=True)
@@ -29,9 +22,7 @@ parser.add_argument("--root", required=True)
 parser.add_argument("--train")
 args = parser.parse_args()
 
-session = LocalSession()
-# local_code: no S3 for the code; container_root: where the SDK writes each host's /opt/ml and its compose file.
-session.config = {"local": {"local_code": True, "container_root": args.root}}
+session = sdk_local.local_session(args.root)
 estimator = Estimator(image_uri=args.image, role="arn:aws:iam::111111111111:role/FakeSageMakerRole",
                       instance_count=args.instance_count, instance_type="local",
                       output_path=f"file://{args.output}", hyperparameters=json.loads(args.hyperparameters),
@@ -41,6 +32,6 @@ try:
     estimator.fit({"train": f"file://{args.train}"} if args.train else None, wait=True, logs=True)
 except Exception as error:  # noqa: BLE001 - what the user would see is the point
     result["raised"] = f"{type(error).__name__}: {error}"
-os.unlink(config.name)
+sdk_local.remove_config()
 sys.stdout.flush()
 print("RESULT " + json.dumps(result), flush=True)

@@ -50,7 +50,9 @@ def log(message):
     print(f"[sdk test] {message}", file=sys.stderr, flush=True)
 
 
-class SdkLocalMode(unittest.TestCase):
+class LocalModeCase(unittest.TestCase):
+    """What every local-mode test needs: the image, Podman's API for compose, the data, one fit() at a time."""
+
     @classmethod
     def setUpClass(cls):
         require_tools("podman", "docker-compose")
@@ -108,7 +110,9 @@ class SdkLocalMode(unittest.TestCase):
             raise RuntimeError("the SDK test could not remove what it made:\n" + "\n".join(problems))
 
     # --- one fit() --------------------------------------------------------------------------------------
-    def fit(self, name, instance_count, hyperparameters, train):
+    def run_sdk_job(self, name, script, instance_count, arguments):
+        """Runs tests/sdk/SCRIPT (sdk_job.py, sdk_script_job.py) with the SDK's Python for the job `name`:
+        its RESULT, its output, and the folder the job's tarballs went to."""
         root = os.path.join(self.work, name, "root")
         output = os.path.join(self.work, name, "output")
         os.makedirs(root)
@@ -116,20 +120,27 @@ class SdkLocalMode(unittest.TestCase):
         started = time.monotonic()
         try:
             result = subprocess.run(
-                [SDK_PYTHON, os.path.join(HERE, "sdk_job.py"), "--image", self.image, "--instance-count",
-                 str(instance_count), "--hyperparameters", json.dumps(hyperparameters), "--environment",
-                 json.dumps(JOB_ENVIRONMENT), "--output", output, "--root", root, "--train", train],
+                [SDK_PYTHON, os.path.join(HERE, script), "--instance-count", str(instance_count), *arguments,
+                 "--environment", json.dumps(JOB_ENVIRONMENT), "--output", output, "--root", root],
                 env=self.env, cwd=os.path.join(self.work, name), text=True, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, timeout=FIT_LIMIT)
         finally:
-            # What compose made (containers, the sagemaker-local network), removed through compose itself.
-            for compose_file in glob.glob(os.path.join(root, "*", "docker-compose.yaml")):
-                subprocess.run(["docker-compose", "-f", compose_file, "down", "--timeout", "5"], env=self.env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=120)
+            self.compose_down(root)
         log(f"{name}: {instance_count} host(s), fit() took {time.monotonic() - started:.0f} s")
         lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
-        self.assertEqual(len(lines), 1, f"sdk_job.py exited {result.returncode}:\n{result.stdout[-6000:]}")
+        self.assertEqual(len(lines), 1, f"{script} exited {result.returncode}:\n{result.stdout[-6000:]}")
         return json.loads(lines[0][len("RESULT "):]), result.stdout, output
+
+    def fit(self, name, instance_count, hyperparameters, train):
+        return self.run_sdk_job(name, "sdk_job.py", instance_count, ["--image", self.image, "--hyperparameters",
+                                                                      json.dumps(hyperparameters), "--train", train])
+
+    def compose_down(self, root):
+        """What compose made for the jobs under `root` (containers, the sagemaker-local network), removed
+        through compose itself."""
+        for compose_file in glob.glob(os.path.join(root, "*", "docker-compose.yaml")):
+            subprocess.run(["docker-compose", "-f", compose_file, "down", "--timeout", "5"], env=self.env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=120)
 
     def tarball(self, output, name, stdout):
         """{member name without ./: bytes} of the job's NAME (model.tar.gz, output.tar.gz) under `output`."""
@@ -151,6 +162,8 @@ class SdkLocalMode(unittest.TestCase):
     def assert_names_a_bad_image(self, failure):
         self.assertRegex(failure, r"/opt/ml/input/data/train/[^ ]+\.png", failure)
 
+
+class SdkLocalMode(LocalModeCase):
     # --- the cases -------------------------------------------------------------------------------------
     def test_1_one_host(self):
         result, stdout, output = self.fit("one-host", 1, TINY_JOB, os.path.join(self.data, "train"))
