@@ -22,18 +22,6 @@ std::vector<std::string> script_command(user_code::ProgramKind kind, const std::
   return {program};
 }
 
-void apply_runner(JobDescription& job, const RunnerChoice& runner) {
-  if (runner.runner != ScriptRunner::single_process || job.ranks_per_host == 1) return;
-  if (job.hyperparameters.given("processes_per_host") || job.platform.num_processes) {
-    job.warnings.push_back(fmt::format(
-        "the job asks for {} ranks per host, but no distribution is enabled: the program runs once on every "
-        "training host, as under the toolkit's single-process runner (enable distribution={{\"mpi\": ...}} or "
-        "{{\"torch_distributed\": ...}} for more)",
-        job.ranks_per_host));
-  }
-  job.ranks_per_host = 1;
-}
-
 std::vector<std::string> describe_script_mode(const JobDescription& job, const ScriptMode& script,
                                               const RunnerChoice& runner,
                                               const std::optional<user_code::ProgramKind>& kind) {

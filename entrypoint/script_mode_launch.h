@@ -22,11 +22,6 @@ namespace train {
 std::vector<std::string> script_command(user_code::ProgramKind kind, const std::string& program,
                                         const std::string& python);
 
-// The single-process runner's one rank per training host; the others keep the job's ranks per host (the
-// toolkit's sagemaker_mpi_num_of_processes_per_host, else the host's GPUs, else 1). A warning in the job when
-// a rank count the job asked for is not used.
-void apply_runner(JobDescription& job, const RunnerChoice& runner);
-
 // What was chosen, one sentence each, for the log and `train validate`: the program and who named it, how it
 // runs (`kind` once the code is known), the runner and why, the ranks on which hosts, and train's own
 // training settings that the job sets but that only reach the program.

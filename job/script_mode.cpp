@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "job/hyperparameter_schema.h"
 #include "job/hyperparameters.h"
+#include "job/job_description.h"
 
 #include <fmt/format.h>
 
@@ -118,6 +119,18 @@ std::vector<std::string> own_training_keys(const nlohmann::json& decoded) {
     if (!spec.launcher && decoded.contains(std::string(spec.name))) keys.emplace_back(spec.name);
   }
   return keys;
+}
+
+void apply_runner(JobDescription& job, const RunnerChoice& runner) {
+  if (runner.runner != ScriptRunner::single_process || job.ranks_per_host == 1) return;
+  if (job.hyperparameters.given("processes_per_host") || job.platform.num_processes) {
+    job.warnings.push_back(fmt::format(
+        "the job asks for {} ranks per host, but no distribution is enabled: the program runs once on every "
+        "training host, as under the toolkit's single-process runner (enable distribution={{\"mpi\": ...}} or "
+        "{{\"torch_distributed\": ...}} for more)",
+        job.ranks_per_host));
+  }
+  job.ranks_per_host = 1;
 }
 
 }  // namespace train

@@ -16,6 +16,8 @@
 
 namespace train {
 
+struct JobDescription;
+
 struct ScriptMode {
   std::string program;           // relative to the code folder, as named
   std::string named_by;          // "the SAGEMAKER_PROGRAM variable" or "hyperparameter `sagemaker_program`"
@@ -50,5 +52,10 @@ RunnerChoice choose_runner(const nlohmann::json& decoded);
 // The hyperparameters of train's own ResNet training that a script-mode job sets: they reach the program as
 // its arguments, as every hyperparameter does, but train's own training does not run.
 std::vector<std::string> own_training_keys(const nlohmann::json& decoded);
+
+// The single-process runner's one rank per training host; the others keep the job's ranks per host (the
+// toolkit's sagemaker_mpi_num_of_processes_per_host, else the host's GPUs, else 1). A warning in the job when
+// a rank count the job asked for is not used.
+void apply_runner(JobDescription& job, const RunnerChoice& runner);
 
 }  // namespace train
