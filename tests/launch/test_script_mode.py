@@ -12,16 +12,15 @@ The fetching and installing of the code is tested with the code's own module (te
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from command_line import paths_and_unittest_argv  # noqa: E402
+from job_folder import scratch_job_folder  # noqa: E402
 
 TRAIN = None
 LIMIT = 120  # seconds for one run of train: a broken launch fails instead of hanging
@@ -54,9 +53,7 @@ SHELL_PROGRAM = "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > \"$TEST_WORK/shell.tx
 
 class ScriptMode(unittest.TestCase):
     def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="train-script-mode-test-")
-        self.addCleanup(shutil.rmtree, self.work, ignore_errors=True)
-        self.base = os.path.join(self.work, "opt-ml")
+        self.work, self.base = scratch_job_folder(self, "train-script-mode-test-")
         self.code = os.path.join(self.base, "code")
         os.makedirs(self.code)
         os.makedirs(os.path.join(self.base, "input", "data", "train"))

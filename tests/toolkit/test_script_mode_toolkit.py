@@ -13,17 +13,16 @@ what train adds (torchrun's variables, OMP_NUM_THREADS, the launcher's own).
 """
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from command_line import paths_and_unittest_argv  # noqa: E402
+from job_folder import one_host_resource_config, scratch_job_folder  # noqa: E402
 
 TRAIN = None
 TOOLKIT_PYTHON = None
@@ -38,19 +37,14 @@ SHELL_DUMP = ("#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > \"$TEST_WORK/$TEST_WHO.
               "pwd >> \"$TEST_WORK/$TEST_WHO.txt\"\n")
 # The host is named as this machine is: the toolkit's trainer waits until every host name resolves.
 HOST = socket.gethostname()
-ONE_HOST = {"current_host": HOST, "hosts": [HOST], "current_group_name": "homogeneousCluster",
-            "current_instance_type": "ml.c5.xlarge", "network_interface_name": "eth0",
-            "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": "ml.c5.xlarge",
-                                 "hosts": [HOST]}]}
+ONE_HOST = one_host_resource_config(HOST)
 JOB_ENVIRONMENT = {"TRAINING_JOB_NAME": "script-oracle-001", "AWS_REGION": "us-east-2"}
 TOOLKIT_TRAIN = "from sagemaker_training import trainer; trainer.train()"
 
 
 class ScriptModeOracle(unittest.TestCase):
     def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="train-script-toolkit-")
-        self.addCleanup(shutil.rmtree, self.work, ignore_errors=True)
-        self.base = os.path.join(self.work, "opt-ml")
+        self.work, self.base = scratch_job_folder(self, "train-script-toolkit-")
         self.code = os.path.join(self.base, "code")
         os.makedirs(self.code)
         os.makedirs(os.path.join(self.base, "input", "data", "train"))

@@ -14,17 +14,16 @@ job's, as the toolkit's preloaded gethostname library makes it.
 """
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from command_line import paths_and_unittest_argv  # noqa: E402
+from job_folder import one_host_resource_config, scratch_job_folder  # noqa: E402
 
 TRAIN = None
 TOOLKIT_PYTHON = None
@@ -38,18 +37,13 @@ DUMP_RANK = textwrap.dedent("""\
 """)
 
 # A SageMaker job of one host as SageMaker writes its resourceconfig.json (instance groups included).
-ONE_HOST = {"current_host": "algo-1", "hosts": ["algo-1"], "current_group_name": "homogeneousCluster",
-            "current_instance_type": "ml.c5.xlarge", "network_interface_name": "eth0",
-            "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": "ml.c5.xlarge",
-                                 "hosts": ["algo-1"]}]}
+ONE_HOST = one_host_resource_config("algo-1")
 JOB_ENVIRONMENT = {"TRAINING_JOB_NAME": "toolkit-oracle-001", "AWS_DEFAULT_REGION": "eu-west-1", "AWS_REGION": "us-east-2"}
 
 
 class ToolkitOracle(unittest.TestCase):
     def setUp(self):
-        self.work = tempfile.mkdtemp(prefix="train-toolkit-test-")
-        self.addCleanup(shutil.rmtree, self.work, ignore_errors=True)
-        self.base = os.path.join(self.work, "opt-ml")
+        self.work, self.base = scratch_job_folder(self, "train-toolkit-test-")
         self.dump = os.path.join(self.work, "dump_rank.py")
         with open(self.dump, "w") as file:
             file.write(DUMP_RANK)
