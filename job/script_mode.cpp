@@ -1,13 +1,14 @@
 #include "job/script_mode.h"
 
 #include "common/config_error.h"
+#include "common/json_file.h"
 #include "job/hyperparameter_schema.h"
 #include "job/hyperparameters.h"
 #include "job/job_description.h"
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <filesystem>
 
 namespace train {
 
@@ -40,12 +41,20 @@ std::optional<std::string> decoded_text(const nlohmann::json& decoded, const cha
 
 std::optional<ScriptMode> script_mode_of(const JobPaths& paths, const EnvironmentMap& environment) {
   nlohmann::json decoded = nlohmann::json::object();
-  std::ifstream file(paths.hyperparameters());
-  if (file) {
-    const auto document = nlohmann::json::parse(file, nullptr, false);
-    if (document.is_object()) {
-      for (const auto& [key, value] : document.items()) decoded[key] = decode_hyperparameter_value(value);
+  // Read as the job description reads it (a regular file, bounded size and depth): a FIFO or a huge file in its
+  // place must not hang or exhaust this look. A file that cannot be read names no program here; the job
+  // description reads it again and reports what is wrong with it, with the job's other problems.
+  try {
+    std::error_code missing;
+    if (std::filesystem::exists(paths.hyperparameters(), missing)) {
+      const auto document = parse_json_text(read_small_file(paths.hyperparameters(), max_config_file_bytes),
+                                            paths.hyperparameters().string());
+      if (document.is_object()) {
+        for (const auto& [key, value] : document.items()) decoded[key] = decode_hyperparameter_value(value);
+      }
     }
+  } catch (const ConfigError&) {
+    return std::nullopt;
   }
   ScriptMode script;
   if (auto program = lookup(environment, "SAGEMAKER_PROGRAM")) {
