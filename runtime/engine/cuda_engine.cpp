@@ -2,6 +2,7 @@
 
 #include "common/config_error.h"
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
