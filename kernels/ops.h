@@ -2,7 +2,8 @@
 // kernels/ops.h: the contract of every numeric op of ResNet training.
 //
 // One function per op and direction. kernels/cpu/<op>.cpp holds the CPU implementation, which is the
-// specification; kernels/cuda/ will hold the GPU twins with the same contracts (there in bf16/fp32).
+// specification; kernels/cuda/ops_cuda.h declares the GPU twins with the same contracts (there in
+// bf16/fp32), kernels/cuda/<op>.cu implements them.
 // The CPU ops are templates, instantiated for float (training) and double (the fp64 gradient checks of
 // tests/unit/kernels/test_*.cpp run the very same code).
 //
