@@ -229,13 +229,13 @@ double Trainer::training_seconds() const {
 // the job, into this log interval's and this epoch's figures; this rank's reduction wait in those steps is
 // added to `*reduction_wait` when given (collective: every rank calls it at the same step).
 void Trainer::collect_totals(double* reduction_wait) {
-  const StepTotals mine = engine_->take_totals();
+  const RankStepSums mine = engine_->take_totals();
   if (reduction_wait != nullptr) *reduction_wait += mine.reduction_wait_seconds;
   double sums[3] = {mine.loss, mine.images, mine.correct};
   const auto started = clock::now();
   comm::bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - started).count();  // as the stop vote
-  const TrainingSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
+  const JobStepSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
   interval_.add(collected);
   epoch_.add(collected);
 }
@@ -315,7 +315,7 @@ void Trainer::print_progress(const ProgressLine& line) {
                               format_duration(per_step * static_cast<double>(total_steps_ - line.step))));
     report_interval(line, times);
   }
-  interval_ = TrainingSums{};
+  interval_ = JobStepSums{};
 }
 
 // The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal), or
@@ -362,7 +362,7 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
   }
   for (TrainingObserver* observer : observers_) observer->pause_done(step_);
   paused_seconds_ += std::chrono::duration<double>(clock::now() - paused_at).count();
-  epoch_ = TrainingSums{};
+  epoch_ = JobStepSums{};
   epoch_start_seconds_ = training_seconds();
 }
 
