@@ -69,8 +69,8 @@ std::chrono::milliseconds Trainer::collective_timeout() const {
 
 int Trainer::run() {
   const EnvironmentMap environment = current_environment();
-  step_timeout_ = read_seconds_variable(environment, WholeVariable::step_timeout_seconds);
-  data_timeout_ = read_seconds_variable(environment, WholeVariable::data_timeout_seconds);
+  step_timeout_ = read_seconds_variable(environment, IntegerVariable::step_timeout_seconds);
+  data_timeout_ = read_seconds_variable(environment, IntegerVariable::data_timeout_seconds);
   data_ = std::make_unique<TrainingData>(settings_, identity_, comm_, collective_timeout(),
                                          std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
   engine_ = make_engine(settings_, data_->classes(), identity_, comm_, collective_timeout());

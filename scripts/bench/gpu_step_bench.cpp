@@ -75,7 +75,7 @@ void bench(const Options& options, int batch, const std::string& gpu) {
   settings.optimizer = train::Optimizer::sgd;
   settings.momentum = 0.9;
   settings.weight_decay = 1e-4;
-  settings.fast_path = train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path);  // TRAIN_FAST_PATH=1, as train reads it
+  settings.fast_path = train::read_flag_variable(train::current_environment(), train::FlagVariable::fast_path);  // TRAIN_FAST_PATH=1, as train reads it
   train::RankIdentity identity;  // rank 0 of 1
   const size_t before = used_device_bytes();
   auto engine = train::make_cuda_engine(settings, options.classes, identity, MPI_COMM_WORLD, std::chrono::minutes(10));

@@ -296,7 +296,7 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
   // made the way the engines' reducers make them.
   // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
   const train::model::GradientMemory memory =
-      train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
+      train::read_flag_variable(train::current_environment(), train::FlagVariable::fast_path)
           ? train::model::GradientMemory::shared_by_lifetime
           : train::model::GradientMemory::per_activation;
   auto plan_of = [&] { return train::model::plan_resnet(spec, c.batch, c.size, c.size, memory); };
