@@ -3,11 +3,14 @@
 #include <algorithm>
 
 #include "common/config_error.h"
+#include "common/log.h"
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 
 namespace train {
 
@@ -60,12 +63,27 @@ std::string expected_text(const IntegerRule& rule) {
 struct FlagRule {
   FlagVariable variable;
   const char* name;
-  const char* when_unset;  // what leaving it unset gives, for the message
+  const char* when_unset;                 // what leaving it unset gives, for the message
+  const char* old_name = nullptr;         // its former name, still read when `name` is unset (deprecated)
 };
 constexpr FlagRule flag_rules[] = {
-    {FlagVariable::fast_path, "TRAIN_FAST_PATH", "the reference path"},
+    {FlagVariable::shared_gradient_buffers, "TRAIN_SHARED_GRADIENT_BUFFERS", "the reference path", "TRAIN_FAST_PATH"},
     {FlagVariable::ranks_share_gpus, "TRAIN_RANKS_SHARE_GPUS", "one GPU per rank"},
 };
+
+// The former name, read when the new one is unset, says once per process what it is called now (users'
+// scripts set it).
+std::optional<std::string> lookup_flag(const EnvironmentMap& environment, const FlagRule& rule, const char*& name) {
+  name = rule.name;
+  auto value = lookup(environment, rule.name);
+  if ((value && !value->empty()) || rule.old_name == nullptr) return value;
+  auto old_value = lookup(environment, rule.old_name);
+  if (!old_value || old_value->empty()) return value;
+  name = rule.old_name;
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true)) log_info("{} is deprecated: it is now {} (the same values)", rule.old_name, rule.name);
+  return old_value;
+}
 
 constexpr const char* straggler_factor_name = "TRAIN_STRAGGLER_FACTOR";
 constexpr double straggler_factor_default = 1.5;
@@ -85,10 +103,11 @@ std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, In
 bool read_flag_variable(const EnvironmentMap& environment, FlagVariable variable) {
   const FlagRule& rule = *std::find_if(std::begin(flag_rules), std::end(flag_rules),
                                          [&](const FlagRule& r) { return r.variable == variable; });
-  auto value = lookup(environment, rule.name);
+  const char* name = nullptr;
+  auto value = lookup_flag(environment, rule, name);
   if (!value || value->empty()) return false;
   if (*value != "0" && *value != "1") {
-    throw ConfigError(fmt::format("environment variable {}: expected 0 or 1, got \"{}\"; unset it for {}", rule.name,
+    throw ConfigError(fmt::format("environment variable {}: expected 0 or 1, got \"{}\"; unset it for {}", name,
                                   *value, rule.when_unset));
   }
   return *value == "1";

@@ -44,7 +44,9 @@ std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, In
 
 // The variables that hold a flag: "0" or "1" (default 0).
 enum class FlagVariable {
-  fast_path,         // TRAIN_FAST_PATH: the training step's fast path
+  // TRAIN_SHARED_GRADIENT_BUFFERS: gradient buffers shared by lifetime; TRAIN_FAST_PATH, its former name, is
+  // still read when it is unset (and says so in one log line).
+  shared_gradient_buffers,
   ranks_share_gpus,  // TRAIN_RANKS_SHARE_GPUS: more ranks than GPUs, for checks (job/job_description.h)
 };
 bool read_flag_variable(const EnvironmentMap& environment, FlagVariable variable);

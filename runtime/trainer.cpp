@@ -428,7 +428,8 @@ void Trainer::announce() const {
            lr_decay_name(settings_.lr_scheduler), engine_->gradient_buckets());
   log_info("engine: {}", engine_->describe());
   log_info("gradient buffers: {:.1f} M values, {}", engine_->plan().gradient_elements() / 1e6,
-           settings_.fast_path ? "shared by lifetime (TRAIN_FAST_PATH=1)" : "one per activation");
+           settings_.shared_gradient_buffers ? "shared by lifetime (TRAIN_SHARED_GRADIENT_BUFFERS=1)"
+                                             : "one per activation");
 }
 
 // TRAIN_SAMPLE_LOG=DIR: every rank appends one line per step to DIR/rank-R.txt naming the samples it
