@@ -3,18 +3,21 @@
 #include <algorithm>
 
 #include "common/config_error.h"
+#include "common/log.h"
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 
 namespace train {
 
 namespace {
 
-struct WholeRule {
-  WholeVariable variable;
+struct IntegerRule {
+  IntegerVariable variable;
   const char* name;
   int64_t fallback;
   int64_t minimum;
@@ -25,70 +28,86 @@ struct WholeRule {
 constexpr int64_t ten_days = 864000;
 
 // Timeouts start at 1 (0 would fail every such wait at once); the stop grace and the master's linger may be 0.
-constexpr WholeRule whole_rules[] = {
-    {WholeVariable::stop_grace_seconds, "TRAIN_STOP_GRACE_SECONDS", 100, 0, 999999, "seconds"},
-    {WholeVariable::step_timeout_seconds, "TRAIN_STEP_TIMEOUT_SECONDS", 900, 1, 9999999, "seconds"},
-    {WholeVariable::data_timeout_seconds, "TRAIN_DATA_TIMEOUT_SECONDS", 600, 1, 9999999, "seconds"},
-    {WholeVariable::resolve_timeout_seconds, "TRAIN_RESOLVE_TIMEOUT_SECONDS", 300, 1, ten_days, "seconds"},
-    {WholeVariable::peers_timeout_seconds, "TRAIN_PEERS_TIMEOUT_SECONDS", 600, 1, ten_days, "seconds"},
-    {WholeVariable::ranks_timeout_seconds, "TRAIN_RANKS_TIMEOUT_SECONDS", 900, 1, ten_days, "seconds"},
-    {WholeVariable::master_lost_seconds, "TRAIN_MASTER_LOST_SECONDS", 30, 1, ten_days, "seconds"},
-    {WholeVariable::master_linger_seconds, "TRAIN_MASTER_LINGER_SECONDS", 5, 0, ten_days, "seconds"},
-    {WholeVariable::registration_timeout_seconds, "TRAIN_REGISTRATION_TIMEOUT_SECONDS", 600, 1, ten_days, "seconds"},
+constexpr IntegerRule integer_rules[] = {
+    {IntegerVariable::stop_grace_seconds, "TRAIN_STOP_GRACE_SECONDS", 100, 0, 999999, "seconds"},
+    {IntegerVariable::step_timeout_seconds, "TRAIN_STEP_TIMEOUT_SECONDS", 900, 1, 9999999, "seconds"},
+    {IntegerVariable::data_timeout_seconds, "TRAIN_DATA_TIMEOUT_SECONDS", 600, 1, 9999999, "seconds"},
+    {IntegerVariable::resolve_timeout_seconds, "TRAIN_RESOLVE_TIMEOUT_SECONDS", 300, 1, ten_days, "seconds"},
+    {IntegerVariable::peers_timeout_seconds, "TRAIN_PEERS_TIMEOUT_SECONDS", 600, 1, ten_days, "seconds"},
+    {IntegerVariable::ranks_timeout_seconds, "TRAIN_RANKS_TIMEOUT_SECONDS", 900, 1, ten_days, "seconds"},
+    {IntegerVariable::master_lost_seconds, "TRAIN_MASTER_LOST_SECONDS", 30, 1, ten_days, "seconds"},
+    {IntegerVariable::master_linger_seconds, "TRAIN_MASTER_LINGER_SECONDS", 5, 0, ten_days, "seconds"},
+    {IntegerVariable::registration_timeout_seconds, "TRAIN_REGISTRATION_TIMEOUT_SECONDS", 600, 1, ten_days, "seconds"},
     // SageMaker's longest MaxRuntimeInSeconds, 28 days, is also the most.
-    {WholeVariable::idle_host_timeout_seconds, "TRAIN_IDLE_HOST_TIMEOUT_SECONDS", 2419200, 1, 2419200, "seconds"},
+    {IntegerVariable::idle_host_timeout_seconds, "TRAIN_IDLE_HOST_TIMEOUT_SECONDS", 2419200, 1, 2419200, "seconds"},
     // Script mode's code: its download and unpacking, and pip (entrypoint/user_code/).
-    {WholeVariable::code_fetch_timeout_seconds, "TRAIN_CODE_FETCH_TIMEOUT_SECONDS", 1800, 1, ten_days, "seconds"},
-    {WholeVariable::code_install_timeout_seconds, "TRAIN_CODE_INSTALL_TIMEOUT_SECONDS", 3600, 1, ten_days, "seconds"},
-    {WholeVariable::registration_port, "TRAIN_REGISTRATION_PORT", 7627, 1, 65535, ""},
-    {WholeVariable::ssh_port, "TRAIN_SSH_PORT", 22, 1, 65535, ""},
-    {WholeVariable::straggler_intervals, "TRAIN_STRAGGLER_INTERVALS", 3, 1, 999999, "log intervals"},
+    {IntegerVariable::code_fetch_timeout_seconds, "TRAIN_CODE_FETCH_TIMEOUT_SECONDS", 1800, 1, ten_days, "seconds"},
+    {IntegerVariable::code_install_timeout_seconds, "TRAIN_CODE_INSTALL_TIMEOUT_SECONDS", 3600, 1, ten_days, "seconds"},
+    {IntegerVariable::registration_port, "TRAIN_REGISTRATION_PORT", 7627, 1, 65535, ""},
+    {IntegerVariable::ssh_port, "TRAIN_SSH_PORT", 22, 1, 65535, ""},
+    {IntegerVariable::straggler_intervals, "TRAIN_STRAGGLER_INTERVALS", 3, 1, 999999, "log intervals"},
 };
 
-const WholeRule& rule_of(WholeVariable variable) {
-  for (const auto& rule : whole_rules) {
+const IntegerRule& rule_of(IntegerVariable variable) {
+  for (const auto& rule : integer_rules) {
     if (rule.variable == variable) return rule;
   }
   throw std::logic_error("a TRAIN_* variable without a rule in common/train_variables.cpp");
 }
 
-std::string expected_text(const WholeRule& rule) {
+std::string expected_text(const IntegerRule& rule) {
   return fmt::format("a whole number{}{} from {} to {} such as {}", *rule.unit ? " of " : "", rule.unit, rule.minimum,
                      rule.maximum, rule.fallback);
 }
 
-struct SwitchRule {
-  SwitchVariable variable;
+struct FlagRule {
+  FlagVariable variable;
   const char* name;
-  const char* when_unset;  // what leaving it unset gives, for the message
+  const char* when_unset;                 // what leaving it unset gives, for the message
+  const char* old_name = nullptr;         // its former name, still read when `name` is unset (deprecated)
 };
-constexpr SwitchRule switch_rules[] = {
-    {SwitchVariable::fast_path, "TRAIN_FAST_PATH", "the reference path"},
-    {SwitchVariable::ranks_share_gpus, "TRAIN_RANKS_SHARE_GPUS", "one GPU per rank"},
+constexpr FlagRule flag_rules[] = {
+    {FlagVariable::shared_gradient_buffers, "TRAIN_SHARED_GRADIENT_BUFFERS", "the reference path", "TRAIN_FAST_PATH"},
+    {FlagVariable::ranks_share_gpus, "TRAIN_RANKS_SHARE_GPUS", "one GPU per rank"},
 };
+
+// The former name, read when the new one is unset, says once per process what it is called now (users'
+// scripts set it).
+std::optional<std::string> lookup_flag(const EnvironmentMap& environment, const FlagRule& rule, const char*& name) {
+  name = rule.name;
+  auto value = lookup(environment, rule.name);
+  if ((value && !value->empty()) || rule.old_name == nullptr) return value;
+  auto old_value = lookup(environment, rule.old_name);
+  if (!old_value || old_value->empty()) return value;
+  name = rule.old_name;
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true)) log_info("{} is deprecated: it is now {} (the same values)", rule.old_name, rule.name);
+  return old_value;
+}
 
 constexpr const char* straggler_factor_name = "TRAIN_STRAGGLER_FACTOR";
 constexpr double straggler_factor_default = 1.5;
 
 }  // namespace
 
-int64_t read_whole_variable(const EnvironmentMap& environment, WholeVariable variable) {
-  const WholeRule& rule = rule_of(variable);
+int64_t read_integer_variable(const EnvironmentMap& environment, IntegerVariable variable) {
+  const IntegerRule& rule = rule_of(variable);
   return whole_number_from_environment(environment, rule.name, rule.minimum, rule.maximum, expected_text(rule))
       .value_or(rule.fallback);
 }
 
-std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, WholeVariable variable) {
-  return std::chrono::seconds(read_whole_variable(environment, variable));
+std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, IntegerVariable variable) {
+  return std::chrono::seconds(read_integer_variable(environment, variable));
 }
 
-bool read_switch_variable(const EnvironmentMap& environment, SwitchVariable variable) {
-  const SwitchRule& rule = *std::find_if(std::begin(switch_rules), std::end(switch_rules),
-                                         [&](const SwitchRule& r) { return r.variable == variable; });
-  auto value = lookup(environment, rule.name);
+bool read_flag_variable(const EnvironmentMap& environment, FlagVariable variable) {
+  const FlagRule& rule = *std::find_if(std::begin(flag_rules), std::end(flag_rules),
+                                         [&](const FlagRule& r) { return r.variable == variable; });
+  const char* name = nullptr;
+  auto value = lookup_flag(environment, rule, name);
   if (!value || value->empty()) return false;
   if (*value != "0" && *value != "1") {
-    throw ConfigError(fmt::format("environment variable {}: expected 0 or 1, got \"{}\"; unset it for {}", rule.name,
+    throw ConfigError(fmt::format("environment variable {}: expected 0 or 1, got \"{}\"; unset it for {}", name,
                                   *value, rule.when_unset));
   }
   return *value == "1";
@@ -116,16 +135,16 @@ std::vector<std::string> train_variable_problems(const EnvironmentMap& environme
       problems.emplace_back(error.what());
     }
   };
-  for (const auto& rule : whole_rules) check([&] { read_whole_variable(environment, rule.variable); });
-  for (const auto& rule : switch_rules) check([&] { read_switch_variable(environment, rule.variable); });
+  for (const auto& rule : integer_rules) check([&] { read_integer_variable(environment, rule.variable); });
+  for (const auto& rule : flag_rules) check([&] { read_flag_variable(environment, rule.variable); });
   check([&] { read_straggler_factor_variable(environment); });
   return problems;
 }
 
 std::vector<VariableDefault> checked_train_variables() {
   std::vector<VariableDefault> variables;
-  for (const auto& rule : whole_rules) variables.push_back({rule.name, std::to_string(rule.fallback)});
-  for (const auto& rule : switch_rules) variables.push_back({rule.name, "0"});
+  for (const auto& rule : integer_rules) variables.push_back({rule.name, std::to_string(rule.fallback)});
+  for (const auto& rule : flag_rules) variables.push_back({rule.name, "0"});
   variables.push_back({straggler_factor_name, fmt::format("{}", straggler_factor_default)});
   return variables;
 }

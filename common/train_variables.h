@@ -18,8 +18,8 @@
 
 namespace train {
 
-// Whole numbers (seconds, ports, counts) with their range and default.
-enum class WholeVariable {
+// The variables that hold an integer (seconds, ports, counts), each with its range and default.
+enum class IntegerVariable {
   stop_grace_seconds,
   step_timeout_seconds,
   data_timeout_seconds,
@@ -39,15 +39,17 @@ enum class WholeVariable {
 
 // The variable's value, or its default when unset or empty. Throws ConfigError "environment variable NAME:
 // expected ..., got "VALUE"" when it is not a whole number in its range.
-int64_t read_whole_variable(const EnvironmentMap& environment, WholeVariable variable);
-std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, WholeVariable variable);
+int64_t read_integer_variable(const EnvironmentMap& environment, IntegerVariable variable);
+std::chrono::seconds read_seconds_variable(const EnvironmentMap& environment, IntegerVariable variable);
 
-// Switches: "0" or "1" (default 0).
-enum class SwitchVariable {
-  fast_path,         // TRAIN_FAST_PATH: the training step's fast path
+// The variables that hold a flag: "0" or "1" (default 0).
+enum class FlagVariable {
+  // TRAIN_SHARED_GRADIENT_BUFFERS: gradient buffers shared by lifetime; TRAIN_FAST_PATH, its former name, is
+  // still read when it is unset (and says so in one log line).
+  shared_gradient_buffers,
   ranks_share_gpus,  // TRAIN_RANKS_SHARE_GPUS: more ranks than GPUs, for checks (job/job_description.h)
 };
-bool read_switch_variable(const EnvironmentMap& environment, SwitchVariable variable);
+bool read_flag_variable(const EnvironmentMap& environment, FlagVariable variable);
 // TRAIN_STRAGGLER_FACTOR: a number above 1, at most 1000 (default 1.5).
 double read_straggler_factor_variable(const EnvironmentMap& environment);
 

@@ -44,8 +44,8 @@ LaunchSettings launch_settings_from_environment(const EnvironmentMap& environmen
   LaunchSettings settings;
   settings.rank_program = std::move(rank_program);
   if (auto mpirun = lookup(environment, "TRAIN_MPIRUN")) settings.mpirun = *mpirun;
-  settings.stop_grace = read_seconds_variable(environment, WholeVariable::stop_grace_seconds);
-  settings.ranks_timeout = read_seconds_variable(environment, WholeVariable::ranks_timeout_seconds);
+  settings.stop_grace = read_seconds_variable(environment, IntegerVariable::stop_grace_seconds);
+  settings.ranks_timeout = read_seconds_variable(environment, IntegerVariable::ranks_timeout_seconds);
   return settings;
 }
 

@@ -209,7 +209,7 @@ JobDescription load_job_description(const JobPaths& paths, const EnvironmentMap&
     input_ok = true;
   });
   try {
-    job.ranks_share_gpus = read_switch_variable(environment, SwitchVariable::ranks_share_gpus);
+    job.ranks_share_gpus = read_flag_variable(environment, FlagVariable::ranks_share_gpus);
   } catch (const ConfigError&) {
     // said among train_variable_problems' above
   }

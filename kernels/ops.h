@@ -1,8 +1,11 @@
 #pragma once
 // kernels/ops.h: the contract of every numeric op of ResNet training.
 //
-// One function per op and direction. kernels/cpu/<op>.cpp holds the CPU implementation, which is the
-// specification; kernels/cuda/ will hold the GPU twins with the same contracts (there in bf16/fp32).
+// One function per op and direction. kernels/cpu/<name>.cpp holds the CPU implementation, which is the
+// specification; kernels/cuda/ops_cuda.h declares the GPU twins with the same contracts (there in
+// bf16/fp32), and kernels/cuda/<name>.cu, of the same name, implements them (the matrix product alone,
+// kernels/cpu/gemm.cpp, has no twin: on the GPU, cuDNN and cuBLAS do it inside conv2d.cu and
+// fully_connected.cu).
 // The CPU ops are templates, instantiated for float (training) and double (the fp64 gradient checks of
 // tests/unit/kernels/test_*.cpp run the very same code).
 //
@@ -136,7 +139,7 @@ void batch_norm_forward_inference(std::int64_t rows, int channels, const T* x, c
                                   const T* running_mean, const T* running_var, T eps, T* y);
 
 // ---------------------------------------------------------------------------------------------------
-// ReLU (kernels/cpu/relu.cpp), elementwise over count values.
+// ReLU (kernels/cpu/elementwise.cpp), elementwise over count values.
 // y = max(x, 0). y may alias x.
 template <typename T>
 void relu_forward(std::int64_t count, const T* x, T* y);
@@ -146,14 +149,14 @@ template <typename T>
 void relu_backward(std::int64_t count, const T* y, const T* dy, T* dx);
 
 // ---------------------------------------------------------------------------------------------------
-// Elementwise sum (kernels/cpu/add.cpp): the residual add y = a + b, and the sum of two gradient flows.
+// Elementwise sum (kernels/cpu/elementwise.cpp): the residual add y = a + b, and the sum of two gradient flows.
 // y may alias a or b. Backward of y = a + b needs no kernel: da = db = dy, the caller passes dy to both
 // branches and sums flows where they meet with add() again.
 template <typename T>
 void add(std::int64_t count, const T* a, const T* b, T* y);
 
 // ---------------------------------------------------------------------------------------------------
-// Max pooling (kernels/cpu/max_pool.cpp); ResNet's stem uses kernel 3, stride 2, padding 1.
+// Max pooling (kernels/cpu/pool.cpp); ResNet's stem uses kernel 3, stride 2, padding 1.
 // x [n][h][w][c] -> y [n][out_h][out_w][c]. Padding never wins (it is -infinity, as PyTorch).
 struct Pool2dShape {
   int n = 0, h = 0, w = 0, c = 0;
@@ -173,7 +176,7 @@ template <typename T>
 void max_pool_backward(const Pool2dShape& s, const T* dy, const std::int32_t* argmax, T* dx);
 
 // ---------------------------------------------------------------------------------------------------
-// Global average pooling (kernels/cpu/avg_pool.cpp): x [n][hw][c] (NHWC, hw = h*w) -> y [n][c].
+// Global average pooling (kernels/cpu/pool.cpp): x [n][hw][c] (NHWC, hw = h*w) -> y [n][c].
 template <typename T>
 void global_avg_pool_forward(int n, int hw, int c, const T* x, T* y);
 // dx[n][i][c] = dy[n][c] / hw; overwritten.

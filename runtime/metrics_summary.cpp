@@ -4,7 +4,7 @@
 
 namespace train {
 
-void TrainingSums::add(const TrainingSums& other) {
+void JobStepSums::add(const JobStepSums& other) {
   loss += other.loss;
   images += other.images;
   correct += other.correct;
@@ -12,7 +12,7 @@ void TrainingSums::add(const TrainingSums& other) {
   steps += other.steps;
 }
 
-void MetricsSummary::add_epoch(int64_t epoch, int64_t last_step, const TrainingSums& sums,
+void MetricsSummary::add_epoch(int64_t epoch, int64_t last_step, const JobStepSums& sums,
                                const std::optional<Validation>& validation, bool complete) {
   nlohmann::json entry = {{"epoch", epoch},
                           {"complete", complete},

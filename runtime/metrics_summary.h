@@ -14,15 +14,16 @@
 
 namespace train {
 
-// Sums over some steps of the whole job.
-struct TrainingSums {
+// Sums over some steps of the whole job: every rank's RankStepSums (runtime/engine/step_observer.h) added up,
+// with the steps' wall time.
+struct JobStepSums {
   double loss = 0;  // sum of (mean loss of a batch) x (its images)
   double images = 0;
   double correct = 0;
   double seconds = 0;  // wall time of the steps (validation and checkpoints left out)
   int64_t steps = 0;
 
-  void add(const TrainingSums& other);
+  void add(const JobStepSums& other);
   double mean_loss() const { return images > 0 ? loss / images : 0; }
   double top1() const { return images > 0 ? correct / images : 0; }
   double images_per_second() const { return seconds > 0 ? images / seconds : 0; }
@@ -38,7 +39,7 @@ class MetricsSummary {
   // `job` is a JSON object describing the job (model, ranks, batch), kept as it is.
   explicit MetricsSummary(nlohmann::json job) : job_(std::move(job)) {}
 
-  void add_epoch(int64_t epoch, int64_t last_step, const TrainingSums& sums, const std::optional<Validation>& validation,
+  void add_epoch(int64_t epoch, int64_t last_step, const JobStepSums& sums, const std::optional<Validation>& validation,
                  bool complete);
   // The whole document; `status` says how training ended so far ("training", "finished", "stopped").
   nlohmann::json to_json(const std::string& status, int64_t step, double wall_seconds) const;
@@ -52,9 +53,9 @@ class MetricsSummary {
   int64_t completed_epochs() const;
   nlohmann::json job_;
   nlohmann::json epochs_ = nlohmann::json::array();
-  TrainingSums total_;
+  JobStepSums total_;
   std::optional<Validation> last_validation_;
-  TrainingSums last_epoch_;
+  JobStepSums last_epoch_;
 };
 
 }  // namespace train

@@ -85,7 +85,7 @@ void check_allreduce(const RankIdentity& identity) {
 std::optional<std::string> job_disagreement(const JobDescription& job) {
   const EnvironmentMap environment = current_environment();
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      read_seconds_variable(environment, WholeVariable::step_timeout_seconds));
+      read_seconds_variable(environment, IntegerVariable::step_timeout_seconds));
   const std::string mine = host_disagreement(job, environment, {}).value_or("");
   std::string first;
   for (const auto& text : comm::gather_texts(mine, MPI_COMM_WORLD, timeout, "the job descriptions' comparison")) {

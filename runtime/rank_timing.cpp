@@ -34,7 +34,7 @@ std::string host_of(const std::vector<std::string>& hosts, size_t rank) {
 StragglerRule straggler_rule_from_environment(const EnvironmentMap& environment) {
   StragglerRule rule;
   rule.factor = read_straggler_factor_variable(environment);
-  rule.intervals = static_cast<int>(read_whole_variable(environment, WholeVariable::straggler_intervals));
+  rule.intervals = static_cast<int>(read_integer_variable(environment, IntegerVariable::straggler_intervals));
   return rule;
 }
 

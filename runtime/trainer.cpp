@@ -69,8 +69,8 @@ std::chrono::milliseconds Trainer::collective_timeout() const {
 
 int Trainer::run() {
   const EnvironmentMap environment = current_environment();
-  step_timeout_ = read_seconds_variable(environment, WholeVariable::step_timeout_seconds);
-  data_timeout_ = read_seconds_variable(environment, WholeVariable::data_timeout_seconds);
+  step_timeout_ = read_seconds_variable(environment, IntegerVariable::step_timeout_seconds);
+  data_timeout_ = read_seconds_variable(environment, IntegerVariable::data_timeout_seconds);
   data_ = std::make_unique<TrainingData>(settings_, identity_, comm_, collective_timeout(),
                                          std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
   engine_ = make_engine(settings_, data_->classes(), identity_, comm_, collective_timeout());
@@ -229,13 +229,13 @@ double Trainer::training_seconds() const {
 // the job, into this log interval's and this epoch's figures; this rank's reduction wait in those steps is
 // added to `*reduction_wait` when given (collective: every rank calls it at the same step).
 void Trainer::collect_totals(double* reduction_wait) {
-  const StepTotals mine = engine_->take_totals();
+  const RankStepSums mine = engine_->take_totals();
   if (reduction_wait != nullptr) *reduction_wait += mine.reduction_wait_seconds;
   double sums[3] = {mine.loss, mine.images, mine.correct};
   const auto started = clock::now();
   comm::bounded_allreduce(sums, 3, MPI_DOUBLE, MPI_SUM, comm_, collective_timeout(), "the step metrics");
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - started).count();  // as the stop vote
-  const TrainingSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
+  const JobStepSums collected{sums[0], sums[1], sums[2], 0, mine.steps};
   interval_.add(collected);
   epoch_.add(collected);
 }
@@ -315,7 +315,7 @@ void Trainer::print_progress(const ProgressLine& line) {
                               format_duration(per_step * static_cast<double>(total_steps_ - line.step))));
     report_interval(line, times);
   }
-  interval_ = TrainingSums{};
+  interval_ = JobStepSums{};
 }
 
 // The job agreed to stop (a signal): a checkpoint at `next`, then exit 0 (the launcher reports the signal), or
@@ -362,7 +362,7 @@ void Trainer::end_of_epoch(int64_t epoch, bool complete) {
   }
   for (TrainingObserver* observer : observers_) observer->pause_done(step_);
   paused_seconds_ += std::chrono::duration<double>(clock::now() - paused_at).count();
-  epoch_ = TrainingSums{};
+  epoch_ = JobStepSums{};
   epoch_start_seconds_ = training_seconds();
 }
 
@@ -428,7 +428,8 @@ void Trainer::announce() const {
            lr_decay_name(settings_.lr_scheduler), engine_->gradient_buckets());
   log_info("engine: {}", engine_->describe());
   log_info("gradient buffers: {:.1f} M values, {}", engine_->plan().gradient_elements() / 1e6,
-           settings_.fast_path ? "shared by lifetime (TRAIN_FAST_PATH=1)" : "one per activation");
+           settings_.shared_gradient_buffers ? "shared by lifetime (TRAIN_SHARED_GRADIENT_BUFFERS=1)"
+                                             : "one per activation");
 }
 
 // TRAIN_SAMPLE_LOG=DIR: every rank appends one line per step to DIR/rank-R.txt naming the samples it

@@ -96,7 +96,7 @@ class Trainer {
   double last_learning_rate_ = 0;
   clock::time_point start_;
   // Job-wide sums since the last log line and in this epoch; this rank's own waits since the last log line.
-  TrainingSums interval_, epoch_;
+  JobStepSums interval_, epoch_;
   double interval_data_wait_ = 0, interval_reduction_wait_ = 0;
   int64_t interval_first_step_ = 0;  // step_ at the start of this interval
   // The last log line, printed at the next one (or when training pauses or ends): its totals were requested

@@ -83,7 +83,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.host = job.cluster.current_host;
   settings.threads = threads_per_rank(job, identity);
   settings.local_rank = identity.local_rank;
-  settings.fast_path = read_switch_variable(current_environment(), SwitchVariable::fast_path);
+  settings.shared_gradient_buffers = read_flag_variable(current_environment(), FlagVariable::shared_gradient_buffers);
   return settings;
 }
 

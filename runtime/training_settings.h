@@ -73,12 +73,12 @@ struct TrainingSettings {
   std::string host;                       // this rank's host, for the per-rank timing lines
   int threads = 1;  // compute threads of this rank
   int local_rank = 0;  // this rank's GPU, on a CUDA device
-  // TRAIN_FAST_PATH=1: the step's fast path under development (gradient buffers shared by lifetime, ...),
+  // TRAIN_SHARED_GRADIENT_BUFFERS=1 (formerly TRAIN_FAST_PATH): gradient buffers shared by lifetime,
   // checked against the reference path it leaves selectable; off by default until a GPU run has shown it
   // right and faster.
-  bool fast_path = false;
+  bool shared_gradient_buffers = false;
   model::GradientMemory gradient_memory() const {
-    return fast_path ? model::GradientMemory::shared_by_lifetime : model::GradientMemory::per_activation;
+    return shared_gradient_buffers ? model::GradientMemory::shared_by_lifetime : model::GradientMemory::per_activation;
   }
 };
 

@@ -33,8 +33,8 @@ void make_executable(const std::filesystem::path& program) {
 
 CodeSettings code_settings_from_environment(const EnvironmentMap& environment) {
   CodeSettings settings;
-  settings.fetch_timeout = read_seconds_variable(environment, WholeVariable::code_fetch_timeout_seconds);
-  settings.install_timeout = read_seconds_variable(environment, WholeVariable::code_install_timeout_seconds);
+  settings.fetch_timeout = read_seconds_variable(environment, IntegerVariable::code_fetch_timeout_seconds);
+  settings.install_timeout = read_seconds_variable(environment, IntegerVariable::code_install_timeout_seconds);
   std::error_code error;
   settings.fetch_python = std::filesystem::exists(distribution_python, error) ? distribution_python : "python3";
   settings.environment = environment;

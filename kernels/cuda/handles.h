@@ -6,11 +6,10 @@
 //
 // Everything GPU-side that creates a handle holds it so: the ops' Context (cuDNN, cuBLAS, workspaces), the
 // convolution plans, the optimizer's table, the device clock probe, the GPU model and the CUDA engine (which
-// also creates the streams and events the NCCL reducer enqueues on: runtime/comm/ may include nothing of
-// kernels/, so the reducer borrows them; docs/architecture.md).
+// also creates the streams and events the NCCL reducer enqueues on: runtime/comm/ owns no handle and
+// includes of kernels/ only kernels/cuda/cuda_check.h, so the reducer borrows them; docs/architecture.md).
 //
-// This header checks nothing itself (the factories in handles.cu do, with kernels/cuda/cuda_check.h): it can
-// be included next to runtime/comm/nccl_check.h, whose TRAIN_CUDA_CHECK is another macro of the same name.
+// This header checks nothing itself: the factories in handles.cu do, with kernels/cuda/cuda_check.h.
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>

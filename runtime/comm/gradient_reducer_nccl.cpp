@@ -1,5 +1,6 @@
 #include "runtime/comm/gradient_reducer_nccl.h"
 
+#include "kernels/cuda/cuda_check.h"
 #include "runtime/comm/nccl_check.h"
 
 

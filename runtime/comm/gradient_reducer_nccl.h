@@ -25,7 +25,7 @@ namespace train::comm {
 class NcclGradientReducer final : public GradientReducer {
  public:
   // What its owner lends it on the device, all of it owned by kernels/cuda/handles.h (runtime/comm/
-  // includes nothing of kernels/): the streams it enqueues on, the events that order them, and the memory
+  // includes of kernels/ only its call check): the streams it enqueues on, the events that order them, and the memory
   // of its buffer. Backward writes the gradients on `compute`; the reductions run on `communication` (best
   // at the device's highest priority, so that the small, latency-bound collectives start as soon as their
   // bucket is ready). `ready` is recorded on `compute` as each bucket completes and waited for by

@@ -13,11 +13,6 @@ std::atomic<int> rank_for_messages{-1};
 void set_error_rank(int rank) { rank_for_messages = rank; }
 int error_rank() { return rank_for_messages; }
 
-void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-  throw GpuError(fmt::format("rank {}: {} failed: {} ({}) at {}:{}", error_rank(), call, cudaGetErrorName(status),
-                             cudaGetErrorString(status), file, line));
-}
-
 void throw_nccl_error(ncclResult_t status, const char* call, const char* file, int line) {
   // ncclGetLastError holds the detail NCCL logged for the failing call (which peer, which transport).
   throw GpuError(fmt::format("rank {}: {} failed: {} ({}) at {}:{}", error_rank(), call, ncclGetErrorString(status),

@@ -1,9 +1,9 @@
-// Every CUDA and NCCL call of the GPU rank goes through these: a failure throws GpuError naming the call,
-// the rank, the file and line, and the library's own words, so the job's failure reason says which rank
-// and which call went wrong.
+// Every NCCL call of the GPU rank goes through TRAIN_NCCL_CHECK: a failure throws GpuError naming the call,
+// the rank, the file and line, and NCCL's own words, so the job's failure reason says which rank and which
+// call went wrong. CUDA runtime calls (here and everywhere) go through the one TRAIN_CUDA_CHECK of
+// kernels/cuda/cuda_check.h, the one file of kernels/ that runtime/comm/ includes.
 #pragma once
 
-#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <stdexcept>
@@ -20,16 +20,9 @@ class GpuError : public std::runtime_error {
 void set_error_rank(int rank);
 int error_rank();
 
-[[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
 [[noreturn]] void throw_nccl_error(ncclResult_t status, const char* call, const char* file, int line);
 
 }  // namespace train::comm
-
-#define TRAIN_CUDA_CHECK(call)                                                                                   \
-  do {                                                                                                           \
-    const cudaError_t train_status_ = (call);                                                                    \
-    if (train_status_ != cudaSuccess) ::train::comm::throw_cuda_error(train_status_, #call, __FILE__, __LINE__); \
-  } while (0)
 
 #define TRAIN_NCCL_CHECK(call)                                                                                   \
   do {                                                                                                           \

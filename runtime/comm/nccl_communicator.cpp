@@ -1,5 +1,6 @@
 #include "runtime/comm/nccl_communicator.h"
 
+#include "kernels/cuda/cuda_check.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/comm/nccl_check.h"
 
@@ -65,7 +66,8 @@ void NcclCommunicator::wait_for_event(cudaEvent_t event, std::chrono::millisecon
   for (;;) {
     const cudaError_t state = cudaEventQuery(event);
     if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) throw_cuda_error(state, what, __FILE__, __LINE__);
+    // The query's status, named by what was awaited: TRAIN_CUDA_CHECK's own check, which throws for it.
+    if (state != cudaErrorNotReady) kernels::cuda::detail::check_cuda(state, what, __FILE__, __LINE__);
     ncclResult_t nccl_state = ncclSuccess;
     TRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &nccl_state));
     if (nccl_state != ncclSuccess && nccl_state != ncclInProgress) throw_nccl_error(nccl_state, what, __FILE__, __LINE__);

@@ -2,6 +2,7 @@
 
 #include "common/config_error.h"
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_reducer_nccl.h"
@@ -78,7 +79,7 @@ class CudaEngine final : public Engine {
 
   void run_step(const data::Batch& batch, double learning_rate) override;
   void request_totals() override { observer_.request_totals(); }
-  StepTotals take_totals() override { return observer_.take_totals(); }
+  RankStepSums take_totals() override { return observer_.take_totals(); }
   timeline::StepRecorder& step_recorder() override { return observer_; }
   void infer(const data::Batch& batch, float* logits) override;
 

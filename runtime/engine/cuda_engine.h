@@ -25,8 +25,9 @@
 
 namespace train {
 
-// settings.precision picks bf16 or the fp32 mode. Throws GpuError (runtime/comm/nccl_check.h) when a CUDA
-// or NCCL call fails, CollectiveTimeout when a wait exceeds `timeout` (a rank that is gone).
+// settings.precision picks bf16 or the fp32 mode. Throws std::runtime_error (kernels/cuda/cuda_check.h)
+// when a CUDA call fails, GpuError (runtime/comm/nccl_check.h) when an NCCL call fails, CollectiveTimeout
+// when a wait exceeds `timeout` (a rank that is gone).
 std::unique_ptr<Engine> make_cuda_engine(const TrainingSettings& settings, int classes, const RankIdentity& identity,
                                          MPI_Comm comm, std::chrono::milliseconds timeout);
 

@@ -76,7 +76,7 @@ class Engine {
   virtual void request_totals() = 0;
   // The sums of the oldest stretch requested and not yet taken (waits for its steps); with none requested,
   // requests one first: the sums of every step since the last request.
-  virtual StepTotals take_totals() = 0;
+  virtual RankStepSums take_totals() = 0;
 
   // ---- the timeline (runtime/timeline/) -------------------------------------------------------------------
   // What the timeline asks to mark the next steps and to take their marks (the engine's step observer). On

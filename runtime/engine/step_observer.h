@@ -4,7 +4,7 @@
 //  - the timeline's marks while the timeline records (runtime/timeline/step_marks.h): it is the
 //    timeline's StepRecorder, and while it records, the model's passes mark their layer groups and the
 //    reducer each bucket's start and end;
-//  - the sums the log lines read (StepTotals): each step's loss, images and hits, and how long the step
+//  - the sums the log lines read (RankStepSums): each step's loss, images and hits, and how long the step
 //    waited for the other ranks' gradients, requested at a log line and taken an interval later.
 // How a mark is taken and where the sums are kept is the engine's, its StepProbe: on the CPU the host's
 // clock and host memory; on the GPU device timestamps and sums on the device, copied back without waiting.
@@ -24,8 +24,9 @@
 
 namespace train {
 
-// This rank's sums over the steps between two requests for them (StepObserver::request_totals()).
-struct StepTotals {
+// This rank's sums over the steps between two requests for them (StepObserver::request_totals()), before
+// the trainer adds them up over the ranks into JobStepSums (runtime/metrics_summary.h).
+struct RankStepSums {
   double loss = 0;     // sum over steps of (mean loss of the batch) x (images in it)
   double images = 0;
   double correct = 0;  // top-1 hits (training-mode logits)
@@ -127,12 +128,12 @@ class StepObserver final : public timeline::StepRecorder {
     steps_since_request_ = 0;
   }
   // The sums of the oldest stretch requested and not yet taken (waits); with none requested, requests one.
-  StepTotals take_totals() {
+  RankStepSums take_totals() {
     if (requested_.empty()) request_totals();
     const Requested oldest = requested_.front();
     const double* sums = probe_.sums(oldest.slot);
     requested_.pop_front();
-    StepTotals totals{sums[0], sums[1], sums[2], oldest.steps};
+    RankStepSums totals{sums[0], sums[1], sums[2], oldest.steps};
     totals.reduction_wait_seconds = sums[3];
     return totals;
   }

@@ -144,10 +144,10 @@ class ResNetPasses {
     return activation_[static_cast<size_t>(plan_.spec.layers[static_cast<size_t>(fused.relu_layer)].output)];
   }
   void batch_norm_train(size_t l, const T* shortcut, bool relu, T* y);
-  // Runs `compute(dx)` for a gradient of `elements` values going to `target`: straight into its buffer,
-  // or into scratch and then added (when another reader of the activation wrote its gradient first).
+  // Runs `compute(dx)` for a gradient of `elements` values going to `target`: written straight into its
+  // buffer, or into scratch and then added (when another reader of the activation wrote its gradient first).
   template <typename Compute>
-  void deliver(const GradientTarget& target, int64_t elements, Compute&& compute);
+  void write_or_add_gradient(const GradientTarget& target, int64_t elements, Compute&& compute);
 
   // Calls the marks when `layer` starts another group than `*group` (and updates it).
   void mark_group(Pass pass, size_t layer, int* group) {
@@ -285,7 +285,7 @@ T* ResNetPasses<Model, T>::begin_backward() {
 
 template <typename Model, typename T>
 template <typename Compute>
-void ResNetPasses<Model, T>::deliver(const GradientTarget& target, int64_t elements, Compute&& compute) {
+void ResNetPasses<Model, T>::write_or_add_gradient(const GradientTarget& target, int64_t elements, Compute&& compute) {
   T* buffer = gradient_buffer_[static_cast<size_t>(target.buffer)];
   compute(target.accumulate ? scratch_ : buffer);
   if (target.accumulate) model().add(elements, buffer, scratch_, buffer);
@@ -316,13 +316,13 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
         model().conv_backward_weight(entry, shape, x, dy);
         gradient_done(entry.weight);
         if (route.dx.buffer >= 0) {  // the images need none
-          deliver(route.dx, in.size(), [&](T* dx) { model().conv_backward_input(entry, shape, dy, dx); });
+          write_or_add_gradient(route.dx, in.size(), [&](T* dx) { model().conv_backward_input(entry, shape, dy, dx); });
         }
         break;
       }
       case LayerKind::batch_norm:
         // Its parameters' gradients are final before any add into dx: reported first, so their buckets start.
-        deliver(route.dx, in.size(), [&](T* dx) {
+        write_or_add_gradient(route.dx, in.size(), [&](T* dx) {
           model().bn_backward(l, int64_t{in.n} * in.h * in.w, in.c, x,
                               entry.fusion == Fusion::bn_relu ? relu_output(entry) : nullptr, dy, dx);
           gradient_done(entry.weight);
@@ -330,26 +330,31 @@ void ResNetPasses<Model, T>::backward(const std::function<void(int)>& on_gradien
         });
         break;
       case LayerKind::relu:
-        deliver(route.dx, in.size(), [&](T* dx) {
+        write_or_add_gradient(route.dx, in.size(), [&](T* dx) {
           model().relu_backward(in.size(), activation_[static_cast<size_t>(layer.output)], dy, dx);
         });
         break;
       case LayerKind::max_pool:
-        deliver(route.dx, in.size(), [&](T* dx) {
+        write_or_add_gradient(route.dx, in.size(), [&](T* dx) {
           model().max_pool_backward(
               l, kernels::Pool2dShape{in.n, in.h, in.w, in.c, layer.kernel, layer.stride, layer.padding}, dy, dx);
         });
         break;
       case LayerKind::residual_add:
         // y = a + b: both operands receive dy; an operand that takes dy's buffer needs no copy.
-        if (!route.a_takes_dy) deliver(route.dx, in.size(), [&](T* dx) { model().copy(in.size(), dy, dx); });
-        if (!route.b_takes_dy) deliver(route.dx_b, in.size(), [&](T* dx) { model().copy(in.size(), dy, dx); });
+        if (!route.a_takes_dy) {
+          write_or_add_gradient(route.dx, in.size(), [&](T* dx) { model().copy(in.size(), dy, dx); });
+        }
+        if (!route.b_takes_dy) {
+          write_or_add_gradient(route.dx_b, in.size(), [&](T* dx) { model().copy(in.size(), dy, dx); });
+        }
         break;
       case LayerKind::global_avg_pool:
-        deliver(route.dx, in.size(), [&](T* dx) { model().avg_pool_backward(in.n, in.h * in.w, in.c, dy, dx); });
+        write_or_add_gradient(route.dx, in.size(),
+                              [&](T* dx) { model().avg_pool_backward(in.n, in.h * in.w, in.c, dy, dx); });
         break;
       case LayerKind::fully_connected:
-        deliver(route.dx, in.size(), [&](T* dx) {
+        write_or_add_gradient(route.dx, in.size(), [&](T* dx) {
           model().fc_backward(entry, in.n, in.c, layer.out_channels, x, dy, dx);
           gradient_done(entry.bias);
           gradient_done(entry.weight);

@@ -75,7 +75,7 @@ void bench(const Options& options, int batch, const std::string& gpu) {
   settings.optimizer = train::Optimizer::sgd;
   settings.momentum = 0.9;
   settings.weight_decay = 1e-4;
-  settings.fast_path = train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path);  // TRAIN_FAST_PATH=1, as train reads it
+  settings.shared_gradient_buffers = train::read_flag_variable(train::current_environment(), train::FlagVariable::shared_gradient_buffers);  // TRAIN_SHARED_GRADIENT_BUFFERS=1, as train reads it
   train::RankIdentity identity;  // rank 0 of 1
   const size_t before = used_device_bytes();
   auto engine = train::make_cuda_engine(settings, options.classes, identity, MPI_COMM_WORLD, std::chrono::minutes(10));
@@ -106,7 +106,7 @@ void bench(const Options& options, int batch, const std::string& gpu) {
   fmt::print("{{\"batch\": {}, \"images_per_sec\": {:.1f}, \"rounds\": [{:.1f}], \"ms_per_step\": {:.2f}, "
              "\"device_bytes\": {}, \"precision\": \"{}\", \"fast_path\": {}, \"gpu\": \"{}\"}}\n",
              batch, best, fmt::join(rounds, ", "), 1000.0 * batch / best, after - before,
-             train::precision_name(options.precision), settings.fast_path, gpu);
+             train::precision_name(options.precision), settings.shared_gradient_buffers, gpu);
   std::fflush(stdout);
 }
 

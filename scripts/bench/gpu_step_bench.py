@@ -11,7 +11,7 @@ measured in the same run on the same GPU, printed as one table with ratios.
 build/scripts/bench/gpu_step_bench, or e.g. "bash .gpu-bundle/run.sh gpu_step_bench" on a machine
 with a bundle). Every variant trains ResNet-`depth` on synthetic `size`x`size` images with SGD (momentum 0.9,
 weight decay 1e-4) at each batch size:
-  reference, fast (--variants; "none" for neither): ours, TRAIN_FAST_PATH=0 and =1: the batch copied from pinned
+  reference, fast (--variants; "none" for neither): ours, TRAIN_SHARED_GRADIENT_BUFFERS=0 and =1: the batch copied from pinned
             host memory every step, bf16 forward/backward with fp32 master weights, the bucketed NCCL allreduce
             (one rank), the multi-tensor optimizer: what `train` runs;
   eager:    torchvision's resnet, channels_last, bf16 autocast, cudnn.benchmark, data already on the GPU;
@@ -95,7 +95,7 @@ def prepare_peer(mode, depth, size, batch, precision):
 
 
 def ours_bench(command, depth, size, batches, steps, rounds, precision, fast_path):
-    env = dict(os.environ, TRAIN_FAST_PATH="1" if fast_path else "0")
+    env = dict(os.environ, TRAIN_SHARED_GRADIENT_BUFFERS="1" if fast_path else "0")
     args = shlex.split(command) + ["--depth", str(depth), "--size", str(size), "--steps", str(steps),
                                    "--rounds", str(rounds), "--precision", precision,
                                    "--batches", ",".join(str(b) for b in batches)]

@@ -11,7 +11,7 @@ scripts/gpu/gpu_check.sh (which picks a Python with numpy, and PyTorch where the
                 of a few seeds on each side; two ranks on one GPU against two CPU ranks; SIGTERM and restart
                 bit-identical, the model file in torchvision; ResNet-50 img/s at batch 256 beside PyTorch eager);
                 rest: every op against the CPU reference, NCCL buckets with 1-3 ranks, the timeline of a 1- and a
-                2-rank job, TRAIN_FAST_PATH=1 byte for byte, compute-sanitizer memcheck/racecheck/synccheck,
+                2-rank job, TRAIN_SHARED_GRADIENT_BUFFERS=1 byte for byte, compute-sanitizer memcheck/racecheck/synccheck,
                 ResNet-50 img/s at batch 64/128/256 beside torch.compile
   LOGDIR        the group's record: table.md (rewritten the moment any check starts or ends, so a command
                 killed at its limit leaves every finished row), machine.log (nvidia-smi, the driver, the
@@ -227,8 +227,8 @@ def rest_plan(context):
                  "15-30 s: one 30-step job", "timeline-1"),
         training(context, "timeline-2", "the timeline of a 2-rank GPU job on the one GPU (steps 11-20 of 30)", 90,
                  "20-40 s: one 30-step job of 2 ranks over NCCL's sockets", "timeline-2"),
-        training(context, "fast", "TRAIN_FAST_PATH=1 byte for byte: the same model.safetensors as the reference "
-                                  "path", 90, "20-40 s: two 60-step jobs side by side", "fast"),
+        training(context, "fast", "TRAIN_SHARED_GRADIENT_BUFFERS=1 byte for byte: the same model.safetensors as "
+                                  "the reference path", 90, "20-40 s: two 60-step jobs side by side", "fast"),
         sanitizer(context, "memcheck", "memcheck", "step", 180,
                   "60-120 s (not timed before): every kernel of 2 steps instrumented, the CPU reference as before"),
         sanitizer(context, "racecheck", "racecheck", "step", 180,

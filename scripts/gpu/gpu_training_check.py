@@ -31,8 +31,9 @@ writes it). --train runs `train` (default build/train; on a bundle machine "bash
   torchvision the uninterrupted GPU run's model.safetensors loads strictly into torchvision's resnet18
               (num_classes=10), whose logits (fp32) on 64 random images match train's own GPU inference (bf16)
               to bf16 tolerance (the same uninterrupted run as resume's);
-  fast        a GPU job of --fast-steps steps with TRAIN_FAST_PATH=1 and without, side by side: model.safetensors
-              byte for byte equal (the fast path changes where values live, not one of them);
+  fast        a GPU job of --fast-steps steps with TRAIN_SHARED_GRADIENT_BUFFERS=1 and without, side by side:
+              model.safetensors byte for byte equal (shared gradient buffers change where values live, not one
+              of them);
   two-ranks   two ranks on one GPU (TRAIN_RANKS_SHARE_GPUS=1: each rank its own NCCL host id, NCCL's socket
               transport), fp32, against the two CPU ranks of the references on the same data and
               hyperparameters: the same samples on each rank, the averaged gradient of the first step (the
@@ -612,7 +613,7 @@ def check_fast_path(args, data, work, references):
         base = os.path.join(work, f"fast-path-{fast}")
         make_job(base, data, dict(JOB, device=args.device, max_steps=str(args.fast_steps)))
         code, output = run_train(args.train, base, os.path.join(work, f"fast-path-{fast}.log"),
-                                 env={"TRAIN_FAST_PATH": fast})
+                                 env={"TRAIN_SHARED_GRADIENT_BUFFERS": fast})
         return code, model_bytes(base), output
 
     (code0, bytes0, _), (code1, bytes1, output1) = side_by_side((run, "0"), (run, "1"))
@@ -621,7 +622,7 @@ def check_fast_path(args, data, work, references):
               f"{'byte for byte equal' if same else 'DIFFERENT' if bytes0 and bytes1 else 'missing'}")
     if code1 != 0:
         detail += " | fast path log tail: " + tail(output1, 4)
-    return report(f"TRAIN_FAST_PATH=1 on {args.device}: the same model bytes as the reference path",
+    return report(f"TRAIN_SHARED_GRADIENT_BUFFERS=1 on {args.device}: the same model bytes as the reference path",
                   code0 == 0 and code1 == 0 and same, detail)
 
 

@@ -3,7 +3,7 @@
 
 Includes are written from the repository root and never climb with "../"; each folder may include only the
 folders it depends on: common <- job <- entrypoint; common, job, kernels <- runtime (and inside runtime,
-data and model_io need only common, comm needs job, model needs kernels, comm and model_io; timeline needs
+data and model_io need only common, comm needs job (and of kernels only kernels/cuda/cuda_check.h), model needs kernels, comm and model_io; timeline needs
 job, comm, data and model but no engine; engine needs those, timeline and the training settings, and
 nothing of the trainer). Every folder directly under runtime/ has its own rule: a new one fails the check
 until it gets one. Inside
@@ -26,6 +26,8 @@ ROOT = root_from_argv(__file__)
 DATA_SHARED = "runtime/data/*"
 # The one file of job/ the data rooms take: the typed choices (augmentation, data format) the job made.
 JOB_CHOICES = "job/training_choices.h"
+# The one file of kernels/ comm takes: the one TRAIN_CUDA_CHECK (the NCCL reducer's stream and event calls).
+CUDA_CHECK = "kernels/cuda/cuda_check.h"
 RULES = [
     ("runtime/data/records/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/records"}),
     ("runtime/data/images/", {"common", DATA_SHARED, JOB_CHOICES, "runtime/data/images"}),
@@ -36,7 +38,7 @@ RULES = [
                               "runtime/data/loader"}),
     ("runtime/data/", {"common", DATA_SHARED, JOB_CHOICES}),
     ("runtime/model_io/", {"common", "runtime/model_io"}),
-    ("runtime/comm/", {"common", "job", "runtime/comm"}),
+    ("runtime/comm/", {"common", "job", CUDA_CHECK, "runtime/comm"}),
     ("runtime/model/", {"common", "kernels", "runtime/comm", "runtime/model_io", "runtime/model"}),
     ("runtime/timeline/", {"common", "job", "runtime/comm", "runtime/data", "runtime/model", "runtime/timeline"}),
     ("runtime/engine/", {"common", "job", "kernels", "runtime/comm", "runtime/data", "runtime/model",

@@ -12,6 +12,7 @@
 // rank gets an NCCL_HOSTID of its own before NCCL starts, so that NCCL takes it for a host of its own (NCCL
 // refuses two ranks on one GPU of one host) and its traffic goes over the socket transport, the path of
 // multi-host jobs without EFA. Exit 0 when every case passes, 1 on a miss, 2 when no GPU is visible.
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "runtime/comm/gradient_buckets.h"

@@ -294,9 +294,9 @@ void run_case(const Case& c, std::uint64_t seed, train::kernels::cuda::Context& 
   const train::model::ResNetSpec spec = train::model::build_resnet_spec(c.depth, c.classes);
   // Each model gets a plan of its own and writes its gradients into a buffer of its own, laid out by buckets
   // made the way the engines' reducers make them.
-  // TRAIN_FAST_PATH=1 checks the fast path's plan (gradient buffers shared by lifetime) as train would use it.
+  // TRAIN_SHARED_GRADIENT_BUFFERS=1 checks the plan (gradient buffers shared by lifetime) as train would use it.
   const train::model::GradientMemory memory =
-      train::read_switch_variable(train::current_environment(), train::SwitchVariable::fast_path)
+      train::read_flag_variable(train::current_environment(), train::FlagVariable::shared_gradient_buffers)
           ? train::model::GradientMemory::shared_by_lifetime
           : train::model::GradientMemory::per_activation;
   auto plan_of = [&] { return train::model::plan_resnet(spec, c.batch, c.size, c.size, memory); };

@@ -25,7 +25,7 @@ import gpu_step_bench  # noqa: E402
 OURS = """#!/bin/bash
 batches=$(echo "$@" | sed 's/.*--batches \\([0-9,]*\\).*/\\1/')
 for b in ${batches//,/ }; do
-  echo "{\\"batch\\": $b, \\"images_per_sec\\": $((b * 10 + ${TRAIN_FAST_PATH:-0} * 100)).0, \\"rounds\\": [1.0], \\"device_bytes\\": 2147483648, \\"gpu\\": \\"Stand-in GPU\\"}"
+  echo "{\\"batch\\": $b, \\"images_per_sec\\": $((b * 10 + ${TRAIN_SHARED_GRADIENT_BUFFERS:-0} * 100)).0, \\"rounds\\": [1.0], \\"device_bytes\\": 2147483648, \\"gpu\\": \\"Stand-in GPU\\"}"
 done
 """
 

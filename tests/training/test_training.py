@@ -107,26 +107,27 @@ class Training(unittest.TestCase):
         self.assertEqual(uninterrupted, resumed, "resumed weights differ from the uninterrupted run's")
         print(f"\nstopped at step {stop_step} of {SYNTHETIC['max_steps']}, resumed: weights bit-identical", flush=True)
 
-    def test_fast_path_trains_the_same_model(self):
-        """TRAIN_FAST_PATH=1 shares gradient buffers whose lifetimes do not overlap: the same bytes, less memory."""
-        base = os.path.join(self.work.name, "fast_path")
+    def test_shared_gradient_buffers_train_the_same_model(self):
+        """TRAIN_SHARED_GRADIENT_BUFFERS=1 shares gradient buffers whose lifetimes do not overlap: the same bytes,
+        less memory."""
+        base = os.path.join(self.work.name, "shared_gradient_buffers")
         make_job(base, SYNTHETIC)
         env = environment(base)
-        env["TRAIN_FAST_PATH"] = "1"
+        env["TRAIN_SHARED_GRADIENT_BUFFERS"] = "1"
         result = subprocess.run([TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 timeout=600)
         self.assertEqual(result.returncode, 0, result.stdout)
-        self.assertIn("shared by lifetime (TRAIN_FAST_PATH=1)", result.stdout)
+        self.assertIn("shared by lifetime (TRAIN_SHARED_GRADIENT_BUFFERS=1)", result.stdout)
         with open(os.path.join(self.reference, "model", "model.safetensors"), "rb") as f:
             reference = f.read()
         with open(os.path.join(base, "model", "model.safetensors"), "rb") as f:
             fast = f.read()
-        self.assertEqual(reference, fast, "TRAIN_FAST_PATH=1 trained different weights")
-        env["TRAIN_FAST_PATH"] = "yes"
+        self.assertEqual(reference, fast, "TRAIN_SHARED_GRADIENT_BUFFERS=1 trained different weights")
+        env["TRAIN_SHARED_GRADIENT_BUFFERS"] = "yes"
         result = subprocess.run([TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 timeout=120)
         self.assertEqual(result.returncode, 65, result.stdout)
-        self.assertIn('TRAIN_FAST_PATH: expected 0 or 1, got "yes"', result.stdout)
+        self.assertIn('TRAIN_SHARED_GRADIENT_BUFFERS: expected 0 or 1, got "yes"', result.stdout)
 
     def assert_torchvision_agrees(self, path, depth, classes, size):
         """`path` loads strictly into torchvision's resnet<depth>, whose inference logits equal train's."""

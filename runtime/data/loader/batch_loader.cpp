@@ -19,8 +19,8 @@ namespace train::data {
 
 namespace {
 
-// One batch in the making.
-struct Slot {
+// One batch in the making: a slot of the ring of prefetch_batches that the threads fill in turn.
+struct BatchSlot {
   enum class State { free, preparing, filling };
   State state = State::free;
   int64_t sequence = -1;
@@ -35,10 +35,10 @@ struct Slot {
 
 }  // namespace
 
-class BatchLoader::Core {
+class BatchLoader::SharedState {
  public:
-  Core(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
-  Core(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options);
+  SharedState(std::shared_ptr<const SampleSource> source, const LoaderOptions& options);
+  SharedState(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options);
 
   void work(int worker);
   void fetch();  // with a feed: fills slots in order
@@ -61,11 +61,11 @@ class BatchLoader::Core {
   int64_t shard_size_ = 0;
 
  private:
-  struct Loading {  // a sample a thread is loading; -1: none
+  struct SampleInHand {  // a sample a thread is loading; -1: none
     int64_t sample = -1;
     std::chrono::steady_clock::time_point since;
   };
-  void decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label);
+  void decode_fed(BatchSlot& slot, int place, SampleScratch& scratch, float* out, int32_t* label);
   bool plan_next(Batch& batch);  // fills position, next and size of the next batch; false at the end
   std::shared_ptr<const std::vector<int64_t>> shard_for(int64_t epoch);
   DataPosition normalise(DataPosition position) const;
@@ -74,7 +74,7 @@ class BatchLoader::Core {
   std::condition_variable workers_wake_;
   std::condition_variable consumer_wake_;
   std::condition_variable exits_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<BatchSlot>> slots_;
   int64_t planned_ = 0;    // batches planned so far (sequence numbers 0..planned_-1)
   int64_t consumed_ = 0;   // batches handed to the caller
   bool plan_done_ = false;
@@ -83,7 +83,7 @@ class BatchLoader::Core {
   bool stop_ = false;
   std::exception_ptr failure_;
   int exited_ = 0;                    // threads that have exited
-  std::vector<Loading> loading_;      // per worker, the sample in its hands (not with a feed)
+  std::vector<SampleInHand> loading_;      // per worker, the sample in its hands (not with a feed)
 
   std::mutex shard_mutex_;  // never taken while holding mutex_'s work
   int64_t shard_epoch_ = -1;
@@ -115,7 +115,7 @@ void check_common_options(const LoaderOptions& options) {
 
 }  // namespace
 
-BatchLoader::Core::Core(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
+BatchLoader::SharedState::SharedState(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
     : source_(std::move(source)), options_(options) {
   if (!source_) throw std::invalid_argument("data loader: no sample source");
   check_common_options(options_);
@@ -144,10 +144,11 @@ BatchLoader::Core::Core(std::shared_ptr<const SampleSource> source, const Loader
   }
   plan_position_ = normalise(options_.start);
   consumer_position_ = plan_position_;
-  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<Slot>());
+  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<BatchSlot>());
 }
 
-BatchLoader::Core::Core(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options)
+BatchLoader::SharedState::SharedState(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image,
+                                      const LoaderOptions& options)
     : feed_(std::move(feed)), fed_image_(image), options_(options) {
   if (!feed_) throw std::invalid_argument("data loader: no record feed");
   check_common_options(options_);
@@ -156,70 +157,71 @@ BatchLoader::Core::Core(std::shared_ptr<RecordFeed> feed, const ImageFolderOptio
   shard_size_ = options_.samples_per_epoch;
   plan_position_ = options_.start;
   consumer_position_ = plan_position_;
-  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<Slot>());
+  for (int i = 0; i < options_.prefetch_batches; ++i) slots_.push_back(std::make_unique<BatchSlot>());
 }
 
 BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options)
-    : core_(std::make_shared<Core>(std::move(source), options)) {
+    : shared_(std::make_shared<SharedState>(std::move(source), options)) {
   start_threads();
 }
 
 BatchLoader::BatchLoader(std::shared_ptr<RecordFeed> feed, const ImageFolderOptions& image, const LoaderOptions& options)
-    : core_(std::make_shared<Core>(std::move(feed), image, options)) {
+    : shared_(std::make_shared<SharedState>(std::move(feed), image, options)) {
   start_threads();
 }
 
-// Each thread owns a share of the core, so that one left behind by the destructor still has it.
+// Each thread owns a share of the shared state (std::shared_ptr), so that one left behind by the destructor
+// still has it.
 void BatchLoader::start_threads() {
-  threads_.reserve(static_cast<size_t>(core_->options_.threads) + 1);
+  threads_.reserve(static_cast<size_t>(shared_->options_.threads) + 1);
   try {
-    for (int i = 0; i < core_->options_.threads; ++i) {
-      threads_.emplace_back([core = core_, i] {
-        core->work(i);
-        core->exited();
+    for (int i = 0; i < shared_->options_.threads; ++i) {
+      threads_.emplace_back([shared = shared_, i] {
+        shared->work(i);
+        shared->exited();
       });
     }
-    if (core_->feed_) {
-      threads_.emplace_back([core = core_] {
-        core->fetch();
-        core->exited();
+    if (shared_->feed_) {
+      threads_.emplace_back([shared = shared_] {
+        shared->fetch();
+        shared->exited();
       });
     }
   } catch (...) {
-    core_->stop();
+    shared_->stop();
     for (auto& thread : threads_) thread.join();
     throw;
   }
 }
 
 BatchLoader::~BatchLoader() {
-  core_->stop();
-  if (core_->wait_exited(static_cast<int>(threads_.size()), abandon_after)) {
+  shared_->stop();
+  if (shared_->wait_exited(static_cast<int>(threads_.size()), abandon_after)) {
     for (auto& thread : threads_) thread.join();
     return;
   }
   // A thread blocked in a system call cannot be interrupted, and joining it would hold the rank (and its
-  // report of why it fails) hostage for as long as the call: leave it with its share of the core.
-  const std::vector<std::string> busy = core_->stalled_samples(std::chrono::milliseconds(0));
+  // report of why it fails) hostage for as long as the call: leave it with its share of the shared state.
+  const std::vector<std::string> busy = shared_->stalled_samples(std::chrono::milliseconds(0));
   log_error("data loader: a thread still waits for {}; it is left behind",
             busy.empty() ? std::string("the record stream") : busy.front());
   for (auto& thread : threads_) thread.detach();
 }
 
-void BatchLoader::stop() { core_->stop(); }
-DataPosition BatchLoader::position() const { return core_->position(); }
-int64_t BatchLoader::shard_size() const { return core_->shard_size_; }
-int64_t BatchLoader::batches_per_epoch() const { return core_->batches_per_epoch(); }
-const SampleSource& BatchLoader::source() const { return *core_->source_; }
-const LoaderOptions& BatchLoader::options() const { return core_->options_; }
+void BatchLoader::stop() { shared_->stop(); }
+DataPosition BatchLoader::position() const { return shared_->position(); }
+int64_t BatchLoader::shard_size() const { return shared_->shard_size_; }
+int64_t BatchLoader::batches_per_epoch() const { return shared_->batches_per_epoch(); }
+const SampleSource& BatchLoader::source() const { return *shared_->source_; }
+const LoaderOptions& BatchLoader::options() const { return shared_->options_; }
 BatchLoader::Status BatchLoader::next(Batch& batch, std::chrono::milliseconds timeout) {
-  return core_->next(batch, timeout);
+  return shared_->next(batch, timeout);
 }
 std::vector<std::string> BatchLoader::stalled_samples(std::chrono::milliseconds longer_than) const {
-  return core_->stalled_samples(longer_than);
+  return shared_->stalled_samples(longer_than);
 }
 
-void BatchLoader::Core::stop() {
+void BatchLoader::SharedState::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -229,60 +231,62 @@ void BatchLoader::Core::stop() {
   consumer_wake_.notify_all();
 }
 
-void BatchLoader::Core::exited() {
+void BatchLoader::SharedState::exited() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++exited_;
   exits_.notify_all();
 }
 
-bool BatchLoader::Core::wait_exited(int threads, std::chrono::milliseconds limit) {
+bool BatchLoader::SharedState::wait_exited(int threads, std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   // A load that has already lasted `limit` (the data timeout fired on it, say) is not waited for again.
-  const bool loading = std::any_of(loading_.begin(), loading_.end(), [](const Loading& l) { return l.sample >= 0; });
+  const bool loading =
+      std::any_of(loading_.begin(), loading_.end(), [](const SampleInHand& l) { return l.sample >= 0; });
   auto deadline = now + (loading ? std::chrono::milliseconds(100) : limit);
-  for (const Loading& load : loading_) {
+  for (const SampleInHand& load : loading_) {
     if (load.sample >= 0) deadline = std::max(deadline, load.since + limit);
   }
   return exits_.wait_until(lock, deadline, [&] { return exited_ == threads; });
 }
 
-std::vector<std::string> BatchLoader::Core::stalled_samples(std::chrono::milliseconds longer_than) const {
-  std::vector<Loading> found;
+std::vector<std::string> BatchLoader::SharedState::stalled_samples(std::chrono::milliseconds longer_than) const {
+  std::vector<SampleInHand> found;
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const Loading& loading : loading_) {
+    for (const SampleInHand& loading : loading_) {
       if (loading.sample >= 0 && now - loading.since >= longer_than) found.push_back(loading);
     }
   }
-  std::stable_sort(found.begin(), found.end(), [](const Loading& a, const Loading& b) { return a.since < b.since; });
+  std::stable_sort(found.begin(), found.end(),
+                   [](const SampleInHand& a, const SampleInHand& b) { return a.since < b.since; });
   std::vector<std::string> names;
-  for (const Loading& loading : found) {
+  for (const SampleInHand& loading : found) {
     names.push_back(fmt::format("{} (a read that has not returned for {} s)", source_->sample_name(loading.sample),
                                 std::chrono::duration_cast<std::chrono::seconds>(now - loading.since).count()));
   }
   return names;
 }
 
-int64_t BatchLoader::Core::batches_per_epoch() const {
+int64_t BatchLoader::SharedState::batches_per_epoch() const {
   const int64_t b = options_.batch_size;
   return options_.drop_last ? shard_size_ / b : (shard_size_ + b - 1) / b;
 }
 
-DataPosition BatchLoader::Core::position() const {
+DataPosition BatchLoader::SharedState::position() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return consumer_position_;
 }
 
 // Moves a position that has no batch left in its epoch to the start of the next epoch.
-DataPosition BatchLoader::Core::normalise(DataPosition position) const {
+DataPosition BatchLoader::SharedState::normalise(DataPosition position) const {
   const int64_t left = shard_size_ - position.index;
   if (left <= 0 || (options_.drop_last && left < options_.batch_size)) return DataPosition{position.epoch + 1, 0};
   return position;
 }
 
-bool BatchLoader::Core::plan_next(Batch& batch) {
+bool BatchLoader::SharedState::plan_next(Batch& batch) {
   if (plan_done_) return false;
   if (options_.epochs > 0 && plan_position_.epoch >= options_.epochs) {
     plan_done_ = true;
@@ -296,7 +300,7 @@ bool BatchLoader::Core::plan_next(Batch& batch) {
   return true;
 }
 
-std::shared_ptr<const std::vector<int64_t>> BatchLoader::Core::shard_for(int64_t epoch) {
+std::shared_ptr<const std::vector<int64_t>> BatchLoader::SharedState::shard_for(int64_t epoch) {
   std::lock_guard<std::mutex> lock(shard_mutex_);
   if (shard_epoch_ != epoch || !shard_) {
     shard_ = std::make_shared<const std::vector<int64_t>>(
@@ -311,9 +315,9 @@ namespace {
 // A decoding thread's piece of a batch's work while the observer times it (loader_timing.h): opened by the
 // thread's first timed sample of a batch, handed to the observer when the thread can get no more samples of
 // that batch (all are dispatched), moves on to another batch, or waits.
-class PieceOfWork {
+class LoadedPieceBuilder {
  public:
-  PieceOfWork(LoaderObserver* observer, int thread) : observer_(observer) { piece_.thread = thread; }
+  LoadedPieceBuilder(LoaderObserver* observer, int thread) : observer_(observer) { piece_.thread = thread; }
   bool timing() const { return observer_ != nullptr && observer_->active(); }
   void add(int64_t sequence, const DataPosition& batch, int64_t begin_ns, int64_t end_ns,
            const SampleStageTimes& stages) {
@@ -346,19 +350,19 @@ class PieceOfWork {
 
 }  // namespace
 
-void BatchLoader::Core::work(int worker) {
+void BatchLoader::SharedState::work(int worker) {
   SampleScratch scratch;
   const size_t image_floats = static_cast<size_t>(height_) * width_ * 3;
-  PieceOfWork piece(options_.observer.get(), worker);
+  LoadedPieceBuilder piece(options_.observer.get(), worker);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stop_) return;
 
     // The oldest batch that still has samples to hand out.
-    Slot* slot = nullptr;
+    BatchSlot* slot = nullptr;
     for (int64_t sequence = consumed_; sequence < planned_ && slot == nullptr; ++sequence) {
-      Slot& candidate = *slots_[static_cast<size_t>(sequence % options_.prefetch_batches)];
-      if (candidate.sequence == sequence && candidate.state == Slot::State::filling &&
+      BatchSlot& candidate = *slots_[static_cast<size_t>(sequence % options_.prefetch_batches)];
+      if (candidate.sequence == sequence && candidate.state == BatchSlot::State::filling &&
           candidate.dispatched < candidate.batch.size) {
         slot = &candidate;
       }
@@ -369,7 +373,7 @@ void BatchLoader::Core::work(int worker) {
       const int64_t sample = feed_ ? 0 : slot->batch.samples[static_cast<size_t>(place)];
       float* out = slot->batch.images.data() + static_cast<size_t>(place) * image_floats;
       int32_t* label = slot->batch.labels.data() + place;
-      if (!feed_) loading_[static_cast<size_t>(worker)] = Loading{sample, std::chrono::steady_clock::now()};
+      if (!feed_) loading_[static_cast<size_t>(worker)] = SampleInHand{sample, std::chrono::steady_clock::now()};
       const bool timed = piece.timing();
       lock.unlock();
       std::exception_ptr error;
@@ -405,9 +409,9 @@ void BatchLoader::Core::work(int worker) {
 
     // Start the next batch when the queue has room (with a feed, the fetch thread does).
     if (!feed_ && !plan_done_ && planned_ < consumed_ + options_.prefetch_batches) {
-      Slot& next = *slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)];
-      if (next.state == Slot::State::free && plan_next(next.batch)) {
-        next.state = Slot::State::preparing;
+      BatchSlot& next = *slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)];
+      if (next.state == BatchSlot::State::free && plan_next(next.batch)) {
+        next.state = BatchSlot::State::preparing;
         next.sequence = planned_++;
         next.dispatched = 0;
         next.finished = 0;
@@ -438,7 +442,7 @@ void BatchLoader::Core::work(int worker) {
           error = std::current_exception();
         }
         lock.lock();
-        next.state = Slot::State::filling;
+        next.state = BatchSlot::State::filling;
         if (error) {  // nothing to decode: the batch is finished, failed
           next.error = error;
           next.error_at = -1;
@@ -457,12 +461,13 @@ void BatchLoader::Core::work(int worker) {
 
 // Reads each batch's records from the feed, in order, into the oldest free slot, then hands the slot to the
 // decoding threads. An epoch whose share ends exactly at a batch boundary yields no empty batch.
-void BatchLoader::Core::fetch() {
+void BatchLoader::SharedState::fetch() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     workers_wake_.wait(lock, [&] {
-      return stop_ || (planned_ < consumed_ + options_.prefetch_batches &&
-                       slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)]->state == Slot::State::free);
+      return stop_ ||
+             (planned_ < consumed_ + options_.prefetch_batches &&
+              slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)]->state == BatchSlot::State::free);
     });
     if (stop_) return;
     if (options_.epochs > 0 && plan_position_.epoch >= options_.epochs) {
@@ -470,8 +475,8 @@ void BatchLoader::Core::fetch() {
       consumer_wake_.notify_all();
       return;
     }
-    Slot& slot = *slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)];
-    slot.state = Slot::State::preparing;
+    BatchSlot& slot = *slots_[static_cast<size_t>(planned_ % options_.prefetch_batches)];
+    slot.state = BatchSlot::State::preparing;
     const DataPosition position = plan_position_;
     lock.unlock();
 
@@ -497,7 +502,7 @@ void BatchLoader::Core::fetch() {
 
     lock.lock();
     if (!error && count == 0) {  // the share ended at a batch boundary: on to the next epoch
-      slot.state = Slot::State::free;
+      slot.state = BatchSlot::State::free;
       plan_position_ = DataPosition{position.epoch + 1, 0};
       continue;
     }
@@ -510,7 +515,7 @@ void BatchLoader::Core::fetch() {
     batch.width = width_;
     batch.corrupt_skipped = 0;
     slot.sequence = planned_++;
-    slot.state = Slot::State::filling;
+    slot.state = BatchSlot::State::filling;
     slot.dispatched = slot.finished = 0;
     slot.error = nullptr;
     slot.error_at = INT_MAX;
@@ -537,7 +542,8 @@ void BatchLoader::Core::fetch() {
 // Decodes record `place` of a fed batch. With skip_corrupt an undecodable image is replaced by the next
 // record of the batch that decodes (round the batch), counted in the batch; the replacement is augmented
 // as the record it replaces would have been, so the result still depends only on the stream and the seed.
-void BatchLoader::Core::decode_fed(Slot& slot, int place, SampleScratch& scratch, float* out, int32_t* label) {
+void BatchLoader::SharedState::decode_fed(BatchSlot& slot, int place, SampleScratch& scratch, float* out,
+                                          int32_t* label) {
   const int size = slot.batch.size;
   const int64_t epoch = slot.batch.position.epoch;
   const FedRecord& own = slot.records[static_cast<size_t>(place)];
@@ -559,12 +565,12 @@ void BatchLoader::Core::decode_fed(Slot& slot, int place, SampleScratch& scratch
                               feed_->describe(), size, own.index, epoch));
 }
 
-BatchLoader::Status BatchLoader::Core::next(Batch& batch, std::chrono::milliseconds timeout) {
+BatchLoader::Status BatchLoader::SharedState::next(Batch& batch, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (failure_) std::rethrow_exception(failure_);
-  Slot& slot = *slots_[static_cast<size_t>(consumed_ % options_.prefetch_batches)];
+  BatchSlot& slot = *slots_[static_cast<size_t>(consumed_ % options_.prefetch_batches)];
   auto ready = [&] {
-    return slot.sequence == consumed_ && slot.state == Slot::State::filling && slot.finished == slot.batch.size;
+    return slot.sequence == consumed_ && slot.state == BatchSlot::State::filling && slot.finished == slot.batch.size;
   };
   auto ended = [&] {
     return plan_done_ && consumed_ == planned_;
@@ -587,7 +593,7 @@ BatchLoader::Status BatchLoader::Core::next(Batch& batch, std::chrono::milliseco
     }
     std::swap(batch, slot.batch);
     slot.shard.reset();
-    slot.state = Slot::State::free;
+    slot.state = BatchSlot::State::free;
     ++consumed_;
     consumer_position_ = batch.next;
     lock.unlock();

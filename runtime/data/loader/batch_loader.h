@@ -121,10 +121,10 @@ class BatchLoader : private NonCopyable {
   static constexpr std::chrono::seconds abandon_after{5};
 
  private:
-  class Core;  // everything the threads touch, owned jointly by the loader and its threads
+  class SharedState;  // everything the threads touch, owned jointly by the loader and its threads
   void start_threads();
 
-  std::shared_ptr<Core> core_;
+  std::shared_ptr<SharedState> shared_;
   std::vector<std::thread> threads_;
 };
 

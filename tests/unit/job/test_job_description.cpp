@@ -374,7 +374,7 @@ TEST_CASE("job description: nonsense TRAIN_* values are refused with the job's o
                                       {"TRAIN_DATA_TIMEOUT_SECONDS", "10s"},
                                       {"TRAIN_PEERS_TIMEOUT_SECONDS", "-5"},
                                       {"TRAIN_SSH_PORT", "70000"},
-                                      {"TRAIN_FAST_PATH", "yes"},
+                                      {"TRAIN_SHARED_GRADIENT_BUFFERS", "yes"},
                                       {"TRAIN_STRAGGLER_FACTOR", "1"},
                                       // 0 means "not at all" for these two, and is fine.
                                       {"TRAIN_STOP_GRACE_SECONDS", "0"},
@@ -387,7 +387,8 @@ TEST_CASE("job description: nonsense TRAIN_* values are refused with the job's o
       "environment variable TRAIN_PEERS_TIMEOUT_SECONDS: expected a whole number of seconds from 1 to 864000 such as "
       "600, got \"-5\"",
       "environment variable TRAIN_SSH_PORT: expected a whole number from 1 to 65535 such as 22, got \"70000\"",
-      "environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"yes\"; unset it for the reference path",
+      "environment variable TRAIN_SHARED_GRADIENT_BUFFERS: expected 0 or 1, got \"yes\"; unset it for the reference "
+      "path",
       "environment variable TRAIN_STRAGGLER_FACTOR: expected a number above 1 and at most 1000 such as 1.5, got \"1\"",
   });
   CHECK(load_error(dir.paths(), cpu_host, CheckMode::offline, environment) == expected);
@@ -398,12 +399,24 @@ TEST_CASE("job description: nonsense TRAIN_* values are refused with the job's o
   // Every timeout refuses 0; the stop grace and the master's linger take it.
   for (const auto& variable : checked_train_variables()) {
     const std::string name(variable.name);
-    if (name == "TRAIN_FAST_PATH" || name == "TRAIN_RANKS_SHARE_GPUS") continue;  // switches: 0 is off
+    if (name == "TRAIN_SHARED_GRADIENT_BUFFERS" || name == "TRAIN_RANKS_SHARE_GPUS") continue;  // flags: 0 is off
     INFO(name);
     const bool zero_allowed = name == "TRAIN_STOP_GRACE_SECONDS" || name == "TRAIN_MASTER_LINGER_SECONDS";
     CHECK(train_variable_problems({{name, "0"}}).empty() == zero_allowed);
     CHECK(train_variable_problems({{name, variable.default_text}}).empty());
   }
+}
+
+TEST_CASE("job description: TRAIN_FAST_PATH, the former name of TRAIN_SHARED_GRADIENT_BUFFERS, is still read",
+          "[job_description]") {
+  CHECK(read_flag_variable({{"TRAIN_FAST_PATH", "1"}}, FlagVariable::shared_gradient_buffers));
+  CHECK_FALSE(read_flag_variable({{"TRAIN_FAST_PATH", "0"}}, FlagVariable::shared_gradient_buffers));
+  // The new name wins when both are set; a bad value is named by the variable it came from.
+  CHECK_FALSE(read_flag_variable({{"TRAIN_SHARED_GRADIENT_BUFFERS", "0"}, {"TRAIN_FAST_PATH", "1"}},
+                                 FlagVariable::shared_gradient_buffers));
+  CHECK(train_variable_problems({{"TRAIN_FAST_PATH", "yes"}}) ==
+        std::vector<std::string>{"environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"yes\"; unset it for "
+                                 "the reference path"});
 }
 
 TEST_CASE("job description: broken files", "[job_description]") {

@@ -1,4 +1,4 @@
-// Residual add (kernels/cpu/add.cpp).
+// Residual add (kernels/cpu/elementwise.cpp).
 #include "kernels/ops.h"
 #include "tests/unit/kernels_check.h"
 

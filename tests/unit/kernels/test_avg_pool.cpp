@@ -1,4 +1,4 @@
-// Global average pooling (kernels/cpu/avg_pool.cpp).
+// Global average pooling (kernels/cpu/pool.cpp).
 #include "kernels/ops.h"
 #include "tests/unit/kernels_check.h"
 

@@ -1,4 +1,4 @@
-// Max pooling (kernels/cpu/max_pool.cpp).
+// Max pooling (kernels/cpu/pool.cpp).
 #include "kernels/ops.h"
 #include "tests/unit/kernels_check.h"
 

@@ -1,4 +1,4 @@
-// ReLU (kernels/cpu/relu.cpp).
+// ReLU (kernels/cpu/elementwise.cpp).
 #include "kernels/ops.h"
 #include "tests/unit/kernels_check.h"
 

@@ -193,8 +193,8 @@ TEST_CASE("rank timing: the straggler rule from the environment", "[training_rep
 
 TEST_CASE("metrics.json: per-epoch and final figures", "[training_report]") {
   MetricsSummary summary(nlohmann::json{{"num_layers", 18}});
-  TrainingSums first{.loss = 230.0, .images = 100, .correct = 40, .seconds = 4.0, .steps = 10};
-  TrainingSums second{.loss = 150.0, .images = 100, .correct = 70, .seconds = 5.0, .steps = 10};
+  JobStepSums first{.loss = 230.0, .images = 100, .correct = 40, .seconds = 4.0, .steps = 10};
+  JobStepSums second{.loss = 150.0, .images = 100, .correct = 70, .seconds = 5.0, .steps = 10};
   summary.add_epoch(0, 10, first, Validation{0.6, 0.9, 50}, true);
   summary.add_epoch(1, 20, second, std::nullopt, true);
   const auto document = summary.to_json("finished", 20, 12.5);

@@ -1,4 +1,6 @@
-// kernels/cpu/relu.cpp: ReLU forward and backward, elementwise.
+// kernels/cpu/elementwise.cpp: the elementwise ops (the CPU side of kernels/cuda/elementwise.cu): ReLU
+// forward and backward, and the sum: the residual add (its backward is the identity on both inputs, which
+// needs no kernel) and the junction where two gradient flows meet.
 
 #include "kernels/cpu/internal.h"
 #include "kernels/ops.h"
@@ -26,5 +28,14 @@ template void relu_forward<float>(std::int64_t, const float*, float*);
 template void relu_forward<double>(std::int64_t, const double*, double*);
 template void relu_backward<float>(std::int64_t, const float*, const float*, float*);
 template void relu_backward<double>(std::int64_t, const double*, const double*, double*);
+
+template <typename T>
+void add(std::int64_t count, const T* a, const T* b, T* y) {
+#pragma omp parallel for schedule(static) if (cpu::parallel_worth(count))
+  for (std::int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
+}
+
+template void add<float>(std::int64_t, const float*, const float*, float*);
+template void add<double>(std::int64_t, const double*, const double*, double*);
 
 }  // namespace train::kernels

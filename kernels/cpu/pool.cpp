@@ -1,7 +1,8 @@
-// kernels/cpu/max_pool.cpp: max pooling over NHWC, forward (value and winner) and backward.
+// kernels/cpu/pool.cpp: pooling over NHWC (the CPU side of kernels/cuda/pool.cu): max pooling, forward (value
+// and winner) and backward, and global average pooling, forward and backward.
 //
-// The backward pass is a gather: every input pixel sums dy over the windows that cover it and chose it,
-// in output order (as PyTorch's scatter adds them), so no two threads ever write the same dx.
+// Max pooling's backward pass is a gather: every input pixel sums dy over the windows that cover it and
+// chose it, in output order (as PyTorch's scatter adds them), so no two threads ever write the same dx.
 
 #include "kernels/cpu/internal.h"
 #include "kernels/ops.h"
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace train::kernels {
 namespace {
@@ -100,5 +102,37 @@ template void max_pool_forward<float>(const Pool2dShape&, const float*, float*, 
 template void max_pool_forward<double>(const Pool2dShape&, const double*, double*, std::int32_t*);
 template void max_pool_backward<float>(const Pool2dShape&, const float*, const std::int32_t*, float*);
 template void max_pool_backward<double>(const Pool2dShape&, const double*, const std::int32_t*, double*);
+
+template <typename T>
+void global_avg_pool_forward(int n, int hw, int c, const T* x, T* y) {
+  const double inv = 1.0 / static_cast<double>(hw);
+#pragma omp parallel for schedule(static) if (cpu::parallel_worth(std::int64_t{n} * hw * c))
+  for (int i = 0; i < n; ++i) {
+    std::vector<double> acc(static_cast<std::size_t>(c), 0.0);
+    const T* xi = x + std::int64_t{i} * hw * c;
+    for (int p = 0; p < hw; ++p) {
+      const T* xp = xi + std::int64_t{p} * c;
+      for (int ci = 0; ci < c; ++ci) acc[ci] += static_cast<double>(xp[ci]);
+    }
+    for (int ci = 0; ci < c; ++ci) y[std::int64_t{i} * c + ci] = static_cast<T>(acc[ci] * inv);
+  }
+}
+
+template <typename T>
+void global_avg_pool_backward(int n, int hw, int c, const T* dy, T* dx) {
+  const T count = static_cast<T>(hw);
+  const std::int64_t rows = std::int64_t{n} * hw;
+#pragma omp parallel for schedule(static) if (cpu::parallel_worth(rows * c))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* g = dy + (r / hw) * c;
+    T* dst = dx + r * c;
+    for (int ci = 0; ci < c; ++ci) dst[ci] = g[ci] / count;
+  }
+}
+
+template void global_avg_pool_forward<float>(int, int, int, const float*, float*);
+template void global_avg_pool_forward<double>(int, int, int, const double*, double*);
+template void global_avg_pool_backward<float>(int, int, int, const float*, float*);
+template void global_avg_pool_backward<double>(int, int, int, const double*, double*);
 
 }  // namespace train::kernels
