@@ -1,3 +1,4 @@
+#include "entrypoint/launch_phases.h"
 #include "entrypoint/launcher.h"
 
 #include "common/config_error.h"
@@ -135,6 +136,7 @@ class JobRun {
           exit_code::launch_failed);
     }
     mpirun_started_ = clock::now();
+    note_launch_phase(LaunchPhase::mpirun_start);
     event_loop(inbox);
     demux_.finish();
     int left = end_all_children(std::chrono::seconds(3), std::chrono::seconds(15),
@@ -248,7 +250,7 @@ class JobRun {
     if (now >= next_start_check_) {
       next_start_check_ = now + reason_check_every;
       if (any_rank_started(reasons_->path())) {
-        ranks_started_ = true;
+        ranks_are_up();
         return;
       }
     }
@@ -269,6 +271,13 @@ class JobRun {
     terminate_sent_ = true;
     ranks_never_started_ = true;
     kill_deadline_ = now + kill_after_terminate;
+  }
+
+  void ranks_are_up() {
+    if (ranks_started_) return;
+    ranks_started_ = true;
+    note_launch_phase(LaunchPhase::ranks_up);
+    log_launch_phases(job_.cluster.current_host);
   }
 
   void escalate_stop_if_due() {
@@ -308,7 +317,7 @@ class JobRun {
   void on_line(const RankLine& line) {
     int fd = line.stream == OutputStream::out ? STDOUT_FILENO : STDERR_FILENO;
     if (line.rank >= 0) {
-      ranks_started_ = true;  // a rank that speaks has started
+      ranks_are_up();  // a rank that speaks has started
       write_line(fd, fmt::format("[rank {}] {}", line.rank, line.text));
       // rank-exec's own line about how the rank's command ended names the failure; the report's first
       // line says that already, so it is not one of the rank's error lines.

@@ -18,6 +18,7 @@
 #include "job/job_description.h"
 #include "job/sagemaker_environment.h"
 #include "job/script_mode.h"
+#include "job/train_start.h"
 #include "runtime/rank_main.h"
 
 #include <fmt/format.h>
@@ -72,6 +73,7 @@ int report_invalid_job(const JobPaths& paths, const std::string& problems) {
 }
 
 int launch(const std::vector<std::string>& user_command) {
+  note_train_start();  // the origin of every start-up phase on this host (runtime/startup_phases.h)
   JobPaths paths = JobPaths::from_environment();
   // One launcher per job directory, for its whole life; a second one touches nothing of the first's.
   JobLockOutcome locked = lock_job_directory(paths, ::getpid(), local_host_name());

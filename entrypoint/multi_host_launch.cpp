@@ -11,6 +11,7 @@
 #include "entrypoint/host_failure.h"
 #include "entrypoint/job_report.h"
 #include "entrypoint/job_waiter.h"
+#include "entrypoint/launch_phases.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/multi_host_settings.h"
 #include "entrypoint/network_probe.h"
@@ -20,9 +21,11 @@
 #include "entrypoint/sshd_service.h"
 #include "entrypoint/worker_host.h"
 #include "job/rank_mark.h"
+#include "job/train_start.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +41,12 @@ constexpr auto progress_every = std::chrono::seconds(15);
 // The master's wait for its peers: each probe's bound, and how often the hosts still silent are listed.
 constexpr auto peer_probe_timeout = std::chrono::milliseconds(1500);
 constexpr auto peers_progress_every = std::chrono::seconds(5);
+// How often the wait for the peers looks at its probes (each answer is taken as soon as it comes, not at
+// the next 100 ms), and the pause before hosts that refused are asked again: 20 ms at first (their sshd
+// starts about when this one does), doubling up to 500 ms (a host that is slow to come).
+constexpr auto peers_poll_every = std::chrono::milliseconds(10);
+constexpr int first_polls_before_asking_again = 2;
+constexpr int most_polls_before_asking_again = 50;
 
 // This host's address on the job's interface; a missing interface is a configuration error on every host.
 std::string own_address(const JobDescription& job) {
@@ -83,7 +92,7 @@ std::string resolve_with_retry(const std::string& host, std::chrono::seconds tim
 }
 
 // The master's wait for every other host's sshd: all silent hosts are probed at once in rounds (each probe
-// bounded), and the deadline and stop signals are checked every 100 ms meanwhile, so neither waits for a
+// bounded), and the deadline and stop signals are checked every 10 ms meanwhile, so neither waits for a
 // round of slow probes to end.
 void wait_for_peers(const JobDescription& job, const std::vector<std::string>& addresses,
                     const MultiHostSettings& settings, JobWaiter& waiter) {
@@ -104,7 +113,7 @@ void wait_for_peers(const JobDescription& job, const std::vector<std::string>& a
     return silent;
   };
   auto keep_going = [&] {
-    if (!waiter.pause(std::chrono::milliseconds(100)) || clock::now() >= deadline) return false;
+    if (!waiter.pause(peers_poll_every) || clock::now() >= deadline) return false;
     if (clock::now() >= next_progress) {
       log_info("master: still waiting for {} host(s) ({} s of {} s): {}", waiting.size(), seconds_since(start),
                settings.peers_timeout.count(), fmt::join(silent_hosts(), "; "));
@@ -112,6 +121,7 @@ void wait_for_peers(const JobDescription& job, const std::vector<std::string>& a
     }
     return true;
   };
+  int polls_before_asking_again = first_polls_before_asking_again;
   while (!waiting.empty()) {
     std::vector<size_t> round;
     std::vector<std::string> round_addresses;
@@ -141,9 +151,10 @@ void wait_for_peers(const JobDescription& job, const std::vector<std::string>& a
                          "between them; raise TRAIN_PEERS_TIMEOUT_SECONDS if hosts start slowly."});
     }
     // A refused connection returns at once: pause before asking those hosts again.
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < polls_before_asking_again; ++i) {
       if (!keep_going()) break;
     }
+    polls_before_asking_again = std::min(2 * polls_before_asking_again, most_polls_before_asking_again);
   }
 }
 
@@ -234,14 +245,18 @@ class HostRun : private LauncherCompanions {
     }
     sshd_ = std::make_unique<SshdService>(settings_, address, std::vector<std::string>{master_address}, environment_,
                                           waiter_);
+    note_launch_phase(LaunchPhase::sshd);
 
     if (!job_.cluster.is_master()) {
       clear_rank_mark();  // a mark left by an earlier job on this host is not this job's
+      // mpirun forwards the master's TRAIN_STARTED_AT; this host's ranks count from this host's start.
+      if (auto started = train_start_of_this_host(environment_, false)) leave_train_start_for_ranks(*started);
       if (batch && register_with_main_node(*batch, job_.ranks_per_host, settings_.registration_port,
                                            settings_.registration_timeout, waiter_)
                        .empty()) {
         return stopped();
       }
+      note_launch_phase(LaunchPhase::registration);
       return run_worker(job_, master_address, settings_, launch_.stop_grace + std::chrono::seconds(15), waiter_);
     }
 
@@ -267,8 +282,10 @@ class HostRun : private LauncherCompanions {
       }
       mpirun_hosts = job_.cluster.hosts;  // by name, as the toolkit does: what ssh and Open MPI see
     }
+    note_launch_phase(LaunchPhase::registration);
     wait_for_peers(job_, addresses, settings_, waiter_);
     if (waiter_.stop_signal()) return stopped();
+    note_launch_phase(LaunchPhase::sshd_probes);
 
     LaunchSettings launch = launch_;
     std::optional<TemporaryHostfile> hostfile;

@@ -1,3 +1,4 @@
+#include "entrypoint/launch_phases.h"
 #include "entrypoint/worker_host.h"
 
 #include "common/exit_codes.h"
@@ -172,6 +173,8 @@ int run_worker(const JobDescription& job, const std::string& master_address, con
     if (!waiter.pause(poll_interval)) return stopped();
   }
   log_info("the ranks have started on this host; watching them until they exit");
+  note_launch_phase(LaunchPhase::ranks_up);
+  log_launch_phases(job.cluster.current_host);
 
   while (!mpi_daemons_on_this_host().empty()) {
     if (waiter.stop_signal()) {

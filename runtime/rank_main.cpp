@@ -11,11 +11,13 @@
 #include "job/rank_environment.h"
 #include "job/rank_mark.h"
 #include "job/rank_reason.h"
+#include "job/train_start.h"
 #include "runtime/comm/broadcast_text.h"
 #include "runtime/comm/gather_text.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/data/data_error.h"
 #include "runtime/device_pinning.h"
+#include "runtime/startup_phases.h"
 #include "runtime/stop_request.h"
 #include "runtime/trainer.h"
 
@@ -100,17 +102,21 @@ std::optional<std::string> job_disagreement(const JobDescription& job) {
 }
 
 int run_rank_checked() {
+  rank_startup_phases().done(StartupPhase::launch);
   install_stop_handlers();
   // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, which names the file and leaves no
   // temporary file behind, instead of killing the rank with SIGXFSZ (exit 153) in the middle of it.
   ::signal(SIGXFSZ, SIG_IGN);
   MPI_CHECK(MPI_Init(nullptr, nullptr));
+  rank_startup_phases().done(StartupPhase::mpi_init);
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   RankIdentity identity = discover_identity();
 
   JobDescription job = load_job_description(JobPaths::from_environment(), current_environment(),
                                             detect_host_resources(), CheckMode::this_host);
   set_current_host_of_rank(job, identity);
+  rank_startup_phases().set_origin(
+      train_start_of_this_host(current_environment(), !job.cluster.single_host() && !job.cluster.is_master()));
   if (!job.cluster.single_host()) mark_rank_started();
   for (auto& [name, value] : rank_program_environment(job, current_environment(), identity)) {
     ::setenv(name.c_str(), value.c_str(), 1);
@@ -146,6 +152,7 @@ int run_rank_checked() {
     log_error("{}", *disagreement);
     return exit_code::invalid_job;
   }
+  rank_startup_phases().done(StartupPhase::job_checks);
   write_rank_started(identity.rank);  // every rank has joined: the launcher's start-up wait is over
   int code = Trainer(job, identity, MPI_COMM_WORLD).run();
   MPI_CHECK(MPI_Finalize());

@@ -22,6 +22,7 @@ class TimelineObserver final : public TrainingObserver, private NonCopyable {
 
   // The loader's reports (its decoding threads), for the loader the trainer opens.
   std::shared_ptr<data::LoaderObserver> loader_observer() const { return timeline_->loader_observer(); }
+  timeline::Timeline& timeline() { return *timeline_; }
 
   void training_starts(int64_t step, int64_t total_steps) override { timeline_->start(step, total_steps, steps_); }
   void batch_arrived(const data::Batch& batch, int64_t waited_from, int64_t arrived) override {

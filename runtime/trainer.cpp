@@ -10,6 +10,7 @@
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/replica_check.h"
 #include "runtime/data/data_error.h"
+#include "runtime/startup_phases.h"
 #include "runtime/stop_request.h"
 
 #include <fmt/format.h>
@@ -73,10 +74,13 @@ int Trainer::run() {
   data_timeout_ = read_seconds_variable(environment, IntegerVariable::data_timeout_seconds);
   data_ = std::make_unique<TrainingData>(settings_, identity_, comm_, collective_timeout(),
                                          std::chrono::duration_cast<std::chrono::milliseconds>(data_timeout_));
+  rank_startup_phases().done(StartupPhase::data_index);
   engine_ = make_engine(settings_, data_->classes(), identity_, comm_, collective_timeout());
   engine_->initialize(settings_.seed);
   if (settings_.weights_dir) load_initial_weights();
   resume_if_checkpointed();
+  rank_startup_phases().done(StartupPhase::model);
+  warm_up_communicator(comm_, collective_timeout());
   open_sample_log();
   if (settings_.timeline) {
     const timeline::TimelineOptions options{*settings_.timeline, settings_.timeline_dir, settings_.output_dir,
@@ -214,6 +218,7 @@ bool Trainer::next_training_batch(data::BatchLoader& loader, data::Batch& batch)
   const auto arrived = clock::now();
   interval_data_wait_ += std::chrono::duration<double>(arrived - started).count();
   if (got) {
+    rank_startup_phases().done(StartupPhase::first_batch);
     for (TrainingObserver* observer : observers_) observer->batch_arrived(batch, monotonic_ns(started), monotonic_ns(arrived));
   }
   return got;
@@ -262,6 +267,9 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   interval_reduction_wait_ += std::chrono::duration<double>(clock::now() - vote_started).count();
   if (step_ <= 5 || step_ % 10 == 0 || step_ == total_steps_ || stop > 0) log_progress(batch.position.epoch);
   for (TrainingObserver* observer : observers_) observer->step_done(step_);
+  if (step_ == steps_at_start_ + 1) {
+    report_startup_phases(settings_.host, comm_, collective_timeout(), timeline_ ? &timeline_->timeline() : nullptr);
+  }
   return stop > 0;
 }
 
