@@ -143,7 +143,7 @@ void Timeline::host_span(std::string name, TraceCategory category, int64_t begin
 void Timeline::startup_span(std::string name, int64_t begin_ns, int64_t end_ns) {
   const bool holds_step_one = (state_ == State::recording || state_ == State::recorded) && recorded_first_ == 1;
   if (!holds_step_one) return;
-  add(TraceEvent{std::move(name), TraceCategory::detail, track::trainer, begin_ns, end_ns, {}});
+  add(TraceEvent{std::move(name), TraceCategory::detail, track::startup, begin_ns, end_ns, {}});
 }
 
 void Timeline::add(TraceEvent event) {

@@ -73,8 +73,8 @@ class Timeline : private NonCopyable {
   // A span of the training thread (ignored unless recording). On a GPU job the counted categories become
   // `host`: there the compute stream's own spans count.
   void host_span(std::string name, TraceCategory category, int64_t begin_ns, int64_t end_ns);
-  // A phase of the rank's start-up (runtime/startup_phases.h), shown before step 1 when the recording holds
-  // step 1 (until the files are written); not counted in any step.
+  // A phase of the rank's start-up (runtime/startup_phases.h), on a track of its own (the first batch's
+  // wait is also step 1's), when the recording holds step 1 (until the files are written); counted in no step.
   void startup_span(std::string name, int64_t begin_ns, int64_t end_ns);
   // Writes the files and prints the summary once the recorded steps are over: at the first call after step B,
   // or with `final` (training ends) whatever was recorded. Collective: every rank calls it at the same step.

@@ -23,6 +23,7 @@ std::string track_name(int track, bool device) {
   if (track == track::copy) return "GPU copy stream (host-to-device)";
   if (track == track::compute) return device ? "GPU compute stream" : "compute (training thread)";
   if (track == track::counters) return "counters";
+  if (track == track::startup) return "start-up (train's start to the first step)";
   if (track >= track::loader(0)) return fmt::format("loader thread {}", track - track::loader(0));
   if (track >= track::bucket(0)) {
     return fmt::format("{}bucket {} allreduce", device ? "GPU communication stream: " : "", track - track::bucket(0));

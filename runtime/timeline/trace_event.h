@@ -28,6 +28,7 @@ inline constexpr int trainer = 1;  // the training thread: steps (CPU), data wai
 inline constexpr int copy = 2;     // GPU: the copy stream's uploads
 inline constexpr int compute = 3;  // CPU: the training thread's model work; GPU: the compute stream
 inline constexpr int counters = 4;
+inline constexpr int startup = 5;  // the rank's start-up phases before step 1 (runtime/startup_phases.h)
 inline constexpr int bucket(int b) { return 100 + b; }    // a gradient bucket's reductions
 inline constexpr int loader(int t) { return 10000 + t; }  // a decoding thread
 }  // namespace track
