@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -268,6 +269,9 @@ std::string register_with_main_node(const BatchNodeInfo& node, int slots, int po
   const auto start = clock::now();
   auto next_progress = start;
   std::string why_not;
+  // The main node opens its registration port about when this node starts: asked again after 50 ms at
+  // first, doubling up to once a second (a main node that is slow to come).
+  auto retry_pause = std::chrono::milliseconds(50);
   while (clock::now() - start <= timeout) {
     if (clock::now() >= next_progress) {
       log_info("registering with the main node {}:{} (node {}, {} slot(s)){}", node.main_node_address, port,
@@ -292,7 +296,8 @@ std::string register_with_main_node(const BatchNodeInfo& node, int slots, int po
       }
       why_not = "the main node did not answer the registration";
     }
-    if (!waiter.pause(std::chrono::seconds(1))) return "";
+    if (!waiter.pause(retry_pause)) return "";
+    retry_pause = std::min(2 * retry_pause, std::chrono::milliseconds(1000));
   }
   throw RegistrationError(fmt::format(
       "could not register with the main node {}:{} within {} s (last attempt: {}); the main node may have failed "
