@@ -1,4 +1,3 @@
-#include "entrypoint/launch_phases.h"
 #include "entrypoint/launcher.h"
 
 #include "common/config_error.h"
@@ -13,6 +12,7 @@
 #include "entrypoint/efa.h"
 #include "entrypoint/job_report.h"
 #include "entrypoint/job_verdict.h"
+#include "entrypoint/launch_phases.h"
 #include "entrypoint/mpirun_command.h"
 #include "entrypoint/mpirun_outcome.h"
 #include "entrypoint/mpirun_signals.h"

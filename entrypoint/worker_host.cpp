@@ -1,4 +1,3 @@
-#include "entrypoint/launch_phases.h"
 #include "entrypoint/worker_host.h"
 
 #include "common/exit_codes.h"
@@ -6,6 +5,7 @@
 #include "common/monotonic_clock.h"
 #include "entrypoint/child_process.h"
 #include "entrypoint/host_failure.h"
+#include "entrypoint/launch_phases.h"
 #include "entrypoint/network_probe.h"
 #include "entrypoint/ranks_on_host.h"
 #include "job/rank_mark.h"
