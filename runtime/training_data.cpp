@@ -31,8 +31,15 @@ constexpr int64_t synthetic_samples = 1281167;
 // This host's ranks, for as long as it is in scope.
 class HostRanks {
  public:
-  explicit HostRanks(MPI_Comm comm) { MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_)); }
-  ~HostRanks() { MPI_Comm_free(&comm_); }
+  explicit HostRanks(MPI_Comm comm) {
+    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_));
+  }
+  ~HostRanks() {
+    // Not MPI_CHECK: a destructor may run while another error unwinds; a failure here is only reported.
+    if (const int code = MPI_Comm_free(&comm_); code != MPI_SUCCESS) {
+      log_error("MPI_Comm_free of the host's ranks failed (MPI error {})", code);
+    }
+  }
   HostRanks(const HostRanks&) = delete;
   HostRanks& operator=(const HostRanks&) = delete;
   MPI_Comm comm() const { return comm_; }
@@ -45,23 +52,23 @@ class HostRanks {
 using SendText = std::function<void(std::string&, MPI_Comm)>;
 
 // Runs `build` on rank 0 of `group` and sends its result, serialized, to the group's other ranks, with the
-// builder's host name (`built_on`). A failure fails every rank of the group with the same message (rank 0
-// rethrows the exception itself).
+// builder's host name (`built_on`), into `index`. A failure fails every rank of the group with the same
+// message (rank 0 rethrows the exception itself). With `travels`, an index it refuses stays on rank 0 (the
+// others get nothing): then false on every rank.
 template <typename Index>
-Index built_by_one(MPI_Comm group, const std::function<Index()>& build, std::string (*serialize)(const Index&),
-                   Index (*parse)(const std::string&), const SendText& send, const std::string& host,
-                   std::string& built_on) {
+bool built_by_one(MPI_Comm group, const std::function<Index()>& build, std::string (*serialize)(const Index&),
+                  Index (*parse)(const std::string&), const SendText& send, const std::string& host,
+                  std::string& built_on, Index& index, bool (*travels)(const Index&) = nullptr) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(group, &rank));
-  Index index;
   std::exception_ptr failure;
-  // 'k' (built), 'd' (the data's failure) or 'm' (the machine's: a full or read-only TMPDIR), the builder's
-  // host, NUL, then the serialized index or the failure's message.
+  // 'k' (built), 'h' (built, but it stays here), 'd' (the data's failure) or 'm' (the machine's: a full or
+  // read-only TMPDIR), the builder's host, NUL, then the serialized index or the failure's message.
   std::string message;
   if (rank == 0) {
     try {
       index = build();
-      message = 'k' + host + '\0' + serialize(index);
+      message = travels != nullptr && !travels(index) ? 'h' + host + '\0' : 'k' + host + '\0' + serialize(index);
     } catch (const std::exception& error) {
       failure = std::current_exception();
       const bool machine = dynamic_cast<const EnvironmentError*>(&error) != nullptr;
@@ -78,9 +85,21 @@ Index built_by_one(MPI_Comm group, const std::function<Index()>& build, std::str
   const char status = message[0];
   message.erase(0, end_of_host + 1);
   if (status == 'm') throw EnvironmentError(message);
+  if (status == 'h') return false;
   if (status != 'k') throw data::DataError(message);
   if (rank != 0) index = parse(message);
-  return index;
+  return true;
+}
+
+// An index that names only files every host has: none inflated into this host's TMPDIR.
+bool readable_on_every_host(const data::RecordIndex& index) {
+  return std::none_of(index.files.begin(), index.files.end(), [](const data::RecordFile& f) { return f.temporary; });
+}
+
+SendText bounded_send(std::chrono::milliseconds timeout) {
+  return [timeout](std::string& text, MPI_Comm group) {
+    comm::bounded_broadcast_text(text, group, timeout, "sending the channel's index from rank 0");
+  };
 }
 
 void send_unbounded(std::string& text, MPI_Comm group) { comm::broadcast_text(text, group); }
@@ -95,21 +114,41 @@ void report_index_origin(const char* channel, const std::string& built_on, MPI_C
     log_info("{} data: indexed here, on host {}{}", channel, host,
              size > 1 ? fmt::format(", and sent to {} other rank{} ({})", size - 1, size == 2 ? "" : "s", scope) : "");
   } else if (identity.local_rank == 0 && built_on != host) {
-    log_info("{} data: received the index from host {} ({}); this host did not walk the files", channel, built_on,
-             scope);
+    log_info("{} data: received the index from host {} ({}); this host did not index the files itself", channel,
+             built_on, scope);
   }
 }
 
-// Record files are indexed by the first rank of each host, and the index is sent to the host's other ranks:
-// indexing reads a TFRecord data set through once, so once per host rather than once per rank. (Per host, not
-// per job: with ShardedByS3Key every host holds other files, and gzip shards are inflated into the host's
-// TMPDIR.) A failure to index fails every rank of the host with the same message.
-data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::RecordIndex()>& build,
-                                      const char* channel, const RankIdentity& identity, const std::string& host) {
-  const HostRanks ranks(comm);
+// Record files are indexed once, not once per rank (indexing reads a TFRecord data set through). With
+// FullyReplicated (`whole_job`) rank 0 indexes them and sends the index to every rank of the job (the wait
+// bounded by `timeout`), unless it names gzip shards inflated into rank 0's TMPDIR, which the other hosts
+// cannot read: then, as with ShardedByS3Key (every host holds other files), the first rank of each host
+// indexes and sends the index to the host's other ranks (rank 0 keeps the one it made). A failure to index
+// fails every rank that waited for that index with the same message.
+data::RecordIndex index_once(MPI_Comm comm, bool whole_job, std::chrono::milliseconds timeout,
+                             const std::function<data::RecordIndex()>& build, const char* channel,
+                             const RankIdentity& identity, const std::string& host) {
   std::string built_on;
-  data::RecordIndex index = built_by_one(ranks.comm(), build, &data::serialize_record_index,
-                                         &data::parse_record_index, send_unbounded, host, built_on);
+  data::RecordIndex kept;  // rank 0's, when it could not travel
+  std::function<data::RecordIndex()> build_here = build;
+  if (whole_job) {
+    data::RecordIndex index;
+    if (built_by_one(comm, build, &data::serialize_record_index, &data::parse_record_index, bounded_send(timeout),
+                     host, built_on, index, &readable_on_every_host)) {
+      report_index_origin(channel, built_on, comm, identity, host, "FullyReplicated: read once per job");
+      return index;
+    }
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    if (rank == 0) {
+      kept = std::move(index);
+      build_here = [&kept] { return std::move(kept); };
+    }
+  }
+  const HostRanks ranks(comm);
+  data::RecordIndex index;
+  built_by_one(ranks.comm(), build_here, &data::serialize_record_index, &data::parse_record_index, send_unbounded,
+               host, built_on, index);
   // Every rank of the host opens the inflated gzip shards, then the folder goes: from here on no rank's
   // death, SIGKILL included, can leave them on the disk.
   std::exception_ptr not_held;
@@ -121,7 +160,8 @@ data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::R
   MPI_CHECK(MPI_Barrier(ranks.comm()));
   index.inflated.reset();
   if (not_held) std::rethrow_exception(not_held);
-  report_index_origin(channel, built_on, ranks.comm(), identity, host, "record files: indexed once per host");
+  report_index_origin(channel, built_on, ranks.comm(), identity, host,
+                      whole_job ? "gzip shards inflated on each host: indexed once per host" : "indexed once per host");
   return index;
 }
 
@@ -134,18 +174,16 @@ data::ImageFolder scan_once(MPI_Comm comm, bool whole_job, std::chrono::millisec
                             const std::function<data::ImageFolder()>& scan, const char* channel,
                             const RankIdentity& identity, const std::string& host) {
   std::string built_on;
+  data::ImageFolder folder;
   if (whole_job) {
-    const SendText send = [timeout](std::string& text, MPI_Comm group) {
-      comm::bounded_broadcast_text(text, group, timeout, "sending the image folder's index from rank 0");
-    };
-    auto folder = built_by_one(comm, scan, &data::serialize_image_folder, &data::parse_image_folder, send, host,
-                               built_on);
+    built_by_one(comm, scan, &data::serialize_image_folder, &data::parse_image_folder, bounded_send(timeout), host,
+                 built_on, folder);
     report_index_origin(channel, built_on, comm, identity, host, "FullyReplicated: walked once per job");
     return folder;
   }
   const HostRanks ranks(comm);
-  auto folder = built_by_one(ranks.comm(), scan, &data::serialize_image_folder, &data::parse_image_folder,
-                             send_unbounded, host, built_on);
+  built_by_one(ranks.comm(), scan, &data::serialize_image_folder, &data::parse_image_folder, send_unbounded, host,
+               built_on, folder);
   report_index_origin(channel, built_on, ranks.comm(), identity, host, "walked once per host");
   return folder;
 }
@@ -211,8 +249,8 @@ void TrainingData::open_channels() {
     options.tfrecord_label_offset = settings_.tfrecord_label_offset;
     options.skip_corrupt = settings_.skip_corrupt;
     const auto share_as = [&](const char* channel, bool whole_job) {
-      options.share_index = [this, channel](const std::function<data::RecordIndex()>& build) {
-        return index_once_per_host(comm_, build, channel, identity_, settings_.host);
+      options.share_index = [this, channel, whole_job](const std::function<data::RecordIndex()>& build) {
+        return index_once(comm_, whole_job, collective_timeout_, build, channel, identity_, settings_.host);
       };
       options.share_folder = [this, channel, whole_job](const std::function<data::ImageFolder()>& scan) {
         return scan_once(comm_, whole_job, collective_timeout_, scan, channel, identity_, settings_.host);

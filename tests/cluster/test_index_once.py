@@ -1,14 +1,17 @@
-"""An image folder channel on several hosts is walked once per job when it is FullyReplicated (rank 0 walks it
-and sends the file list to every rank), once per host when it is ShardedByS3Key; the real `train` on 2 simulated
-hosts x 2 ranks (scripts/simcluster.py), as root.
+"""A training channel on several hosts is indexed once per job when it is FullyReplicated (rank 0 walks the image
+folder or reads the record files and sends the index to every rank), once per host when it is ShardedByS3Key or
+holds gzip shards (inflated on each host); the real `train` on 2 simulated hosts x 2 ranks
+(scripts/simcluster.py), as root.
 
 Checks: the log says which it did (one "indexed here" on the master and "received the index from host algo-1"
-from the other host with FullyReplicated; "indexed here" on each host with ShardedByS3Key); and the samples
-trained are the same as before: every rank's batches (TRAIN_SAMPLE_LOG: each step's labels, one class per
-sample) equal those of the same samples as one TFRecord file, whose index every host still builds itself.
+from the other host with FullyReplicated; "indexed here" on each host otherwise); and the samples trained are
+the same as before: every rank's batches (TRAIN_SAMPLE_LOG: each step's labels, one class per sample) from the
+folder and from a TFRecord file, each indexed once per job, equal those of the same samples as a gzip TFRecord
+file, whose index every host still builds itself.
 
 Run: /usr/bin/python3 test_index_once.py --train PATH
 """
+import gzip
 import os
 import re
 import shutil
@@ -41,13 +44,23 @@ def write_folder(directory):
             f.write(image_of(label))
 
 
+def records():
+    return b"".join(tfrecord(example({"image/encoded": bytes_feature(image_of(label)),
+                                      "image/class/label": int64_feature(label + 1)})) for label in range(SAMPLES))
+
+
 def write_records(directory):
     """The same samples in the same order as one TFRecord file."""
     os.makedirs(directory)
     with open(os.path.join(directory, "all.tfrecord"), "wb") as f:
-        for label in range(SAMPLES):
-            f.write(tfrecord(example({"image/encoded": bytes_feature(image_of(label)),
-                                      "image/class/label": int64_feature(label + 1)})))
+        f.write(records())
+
+
+def write_gzip_records(directory):
+    """The same as a gzip TFRecord file."""
+    os.makedirs(directory)
+    with open(os.path.join(directory, "all.tfrecord.gz"), "wb") as f:
+        f.write(gzip.compress(records()))
 
 
 class IndexOnce(unittest.TestCase):
@@ -105,20 +118,30 @@ class IndexOnce(unittest.TestCase):
                          "\n".join(f"--- {h}:\n{t[-3000:]}" for h, t in logs.items()))
         return logs[cluster.hosts[0]], read_sample_logs(sample_dirs)
 
-    def test_fully_replicated_folder_is_walked_once_per_job(self):
-        log, folder_samples = self.run_job("folder-replicated", "FullyReplicated", write_folder)
+    def assert_indexed_once_per_job(self, log, how):
         indexed = re.findall(r"training data: indexed here, on host (\S+?),", log)
         received = re.findall(r"training data: received the index from host (\S+) ", log)
-        self.assertEqual(indexed, ["algo-1"], f"one host walks the folder:\n{log[-3000:]}")
+        self.assertEqual(indexed, ["algo-1"], f"one host indexes:\n{log[-3000:]}")
         self.assertEqual(received, ["algo-1"], f"the other host receives its index:\n{log[-3000:]}")
-        self.assertIn("FullyReplicated: walked once per job", log)
+        self.assertIn(how, log)
 
-        _, record_samples = self.run_job("records-replicated", "FullyReplicated", write_records)
-        self.assertEqual(sorted(folder_samples), list(range(2 * RANKS_PER_HOST)))
-        for rank in sorted(record_samples):
-            self.assertEqual(folder_samples[rank], record_samples[rank],
-                             f"rank {rank}: the batches from the folder indexed once per job differ from the same "
-                             f"samples indexed on every host")
+    def test_fully_replicated_channel_is_indexed_once_per_job(self):
+        log, folder_samples = self.run_job("folder-replicated", "FullyReplicated", write_folder)
+        self.assert_indexed_once_per_job(log, "FullyReplicated: walked once per job")
+        log, record_samples = self.run_job("records-replicated", "FullyReplicated", write_records)
+        self.assert_indexed_once_per_job(log, "FullyReplicated: read once per job")
+
+        log, per_host_samples = self.run_job("gzip-records-replicated", "FullyReplicated", write_gzip_records)
+        indexed = re.findall(r"training data: indexed here, on host (\S+?),", log)
+        self.assertEqual(sorted(indexed), ["algo-1", "algo-2"], f"gzip shards: each host indexes:\n{log[-3000:]}")
+        self.assertNotIn("received the index", log)
+
+        self.assertEqual(sorted(per_host_samples), list(range(2 * RANKS_PER_HOST)))
+        for rank in sorted(per_host_samples):
+            for what, samples in (("the folder", folder_samples), ("the TFRecord file", record_samples)):
+                self.assertEqual(samples.get(rank), per_host_samples[rank],
+                                 f"rank {rank}: the batches from {what} indexed once per job differ from the same "
+                                 f"samples indexed on every host")
 
     def test_sharded_folder_is_walked_on_every_host(self):
         log, _ = self.run_job("folder-sharded", "ShardedByS3Key", write_folder)
