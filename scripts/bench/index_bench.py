@@ -10,18 +10,23 @@ of the job, the job's CPU time (every process's user + system: less sensitive to
 time), and the index's memory per rank (its own byte count from its containers' capacities, and how much
 rank 0's resident memory grew while indexing). Then the median of each. With --baseline, another build
 (one from before the index was timed has no "indexed" line: only its first step, job and CPU time) runs
-alternately with this one, so that both meet the same load. A figure, not a test: no assertions. The page
-cache is warm after the first run of a data set; the load (uptime) is printed.
+alternately with this one, so that both meet the same load. With --hosts N (root) the job runs on N
+simulated hosts (scripts/simcluster.py) x 2 ranks, the data set bound on every host as a FullyReplicated
+channel (each host's own mount of the same files, as on a shared file system), timed from the master's log.
+A figure, not a test: no assertions. The page cache is warm after the first run of a data set; the load
+(uptime) is printed.
 
   build-python/bin/python scripts/data/make_imagenet_sized.py /tmp/imagenet-sized
   /usr/bin/python3 scripts/bench/index_bench.py [--data /tmp/imagenet-sized] [--runs 3] [--train build/train]
-      [--sets folder,tfrecord,recordio,recordio_noidx] [--baseline OTHER_BUILD/train]
+      [--sets folder,tfrecord,recordio,recordio_noidx] [--baseline OTHER_BUILD/train] [--hosts N]
 """
 import argparse
 import json
+import shutil
 import os
 import re
 import resource
+import sys
 import statistics
 import subprocess
 import tempfile
@@ -29,6 +34,8 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import simcluster  # noqa: E402
 SETS = {"folder": "image folder", "tfrecord": "1,024 TFRecord shards", "recordio": "RecordIO with .idx",
         "recordio_noidx": "RecordIO without .idx"}
 HYPERPARAMETERS = {"num_layers": "18", "image_shape": "3,32,32", "num_classes": "1000", "mini_batch_size": "4",
@@ -53,15 +60,42 @@ def job_folder(work, data):
     return base
 
 
-def one_run(train, data):
+def start_on_one_host(work, train, data):
+    base = job_folder(work, data)
+    env = dict(os.environ, SAGEMAKER_BASE_DIR=base, OMP_NUM_THREADS="1")
+    process = subprocess.Popen([train], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               errors="replace")
+    return process, []
+
+
+def start_on_cluster(cluster, train, data):
+    """The job on every host of `cluster`; the master's output piped, the others' to their host folders."""
+    for host in cluster.hosts:
+        opt_ml = cluster.opt_ml(host)
+        if os.path.ismount(os.path.join(opt_ml, "input", "data", "train")):
+            cluster.run(host, ["umount", "/opt/ml/input/data/train"], check=True)
+        for sub in ("input", "model", "output", "checkpoints"):
+            shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
+    simcluster.write_sagemaker_job(cluster, HYPERPARAMETERS,
+                                   {"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
+    for host in cluster.hosts:
+        simcluster.bind_data_channel(cluster, host, "train", data)
+    env = {"OMP_NUM_THREADS": "1", "TRAIN_MASTER_LINGER_SECONDS": "1"}
+    others = []
+    for host in cluster.hosts[1:]:
+        with open(os.path.join(cluster.host_dir(host), "train.log"), "wb") as log:
+            others.append(cluster.popen(host, [train, "train"], env=env, stdout=log, stderr=subprocess.STDOUT))
+    master = cluster.popen(cluster.hosts[0], [train, "train"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, errors="replace")
+    return master, others
+
+
+def one_run(train, data, cluster=None):
     with tempfile.TemporaryDirectory(prefix="index-bench-") as work:
-        base = job_folder(work, data)
-        env = dict(os.environ, SAGEMAKER_BASE_DIR=base, OMP_NUM_THREADS="1")
         lines = []
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
-        process = subprocess.Popen([train], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   errors="replace")
+        process, others = start_on_cluster(cluster, train, data) if cluster else start_on_one_host(work, train, data)
 
         def read():
             for line in process.stdout:
@@ -76,6 +110,8 @@ def one_run(train, data):
             process.wait()
             raise
         reader.join(30)
+        for other in others:
+            other.wait(timeout=JOB_LIMIT)
         end = time.monotonic() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         text = "\n".join(line for _, line in lines)
@@ -117,21 +153,37 @@ def main():
     parser.add_argument("--train", default=os.path.join(REPO, "build", "train"))
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {', '.join(SETS)}")
     parser.add_argument("--baseline", help="another build's train, run alternately with --train on each data set")
+    parser.add_argument("--hosts", type=int, default=1, help="simulated hosts (root), FullyReplicated (default 1)")
     args = parser.parse_args()
     sets = [s for s in args.sets.split(",") if s]
     for name in sets:
         if name not in SETS:
             parser.error(f"--sets: unknown {name}; expected some of {', '.join(SETS)}")
         if not os.path.isdir(os.path.join(args.data, name)):
-            parser.error(f"{os.path.join(args.data, name)} is missing; write it with scripts/data/make_imagenet_sized.py")
-    print(f"train {args.train}, 2 ranks on 1 host, ResNet-18 at 32x32, max_steps=1; {os.cpu_count()} cores; "
-          f"load at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    builds = [("", args.train)] + ([("baseline ", args.baseline)] if args.baseline else [])
+            parser.error(f"{os.path.join(args.data, name)} is missing; write it with "
+                         f"scripts/data/make_imagenet_sized.py")
+    print(f"train {args.train}, {args.hosts} host(s) x 2 ranks, ResNet-18 at 32x32, max_steps=1; "
+          f"{os.cpu_count()} cores; load at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"{os.getloadavg()[2]:.2f}")
+    builds = [("", os.path.abspath(args.train))] + ([("baseline ", os.path.abspath(args.baseline))]
+                                                      if args.baseline else [])
+    cluster = None
+    if args.hosts > 1:
+        cluster = simcluster.SimCluster(hosts=args.hosts)
+        cluster.__enter__()
+    try:
+        measure(args, sets, builds, cluster)
+    finally:
+        if cluster:
+            cluster.__exit__(None, None, None)
+
+
+def measure(args, sets, builds, cluster):
     for name in sets:
         runs = {label: [] for label, _ in builds}
         for i in range(args.runs):
             for label, train in builds:
-                run = one_run(train, os.path.join(args.data, name))
+                run = one_run(train, os.path.join(args.data, name), cluster)
                 runs[label].append(run)
                 print(row(f"{label}{name} run {i + 1}", run) + f"  (load {os.getloadavg()[0]:.2f})", flush=True)
         for label, _ in builds:
