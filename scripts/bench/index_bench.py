@@ -22,7 +22,6 @@ A figure, not a test: no assertions. The page cache is warm after the first run 
 """
 import argparse
 import json
-import shutil
 import os
 import re
 import resource
@@ -70,12 +69,7 @@ def start_on_one_host(work, train, data):
 
 def start_on_cluster(cluster, train, data):
     """The job on every host of `cluster`; the master's output piped, the others' to their host folders."""
-    for host in cluster.hosts:
-        opt_ml = cluster.opt_ml(host)
-        if os.path.ismount(os.path.join(opt_ml, "input", "data", "train")):
-            cluster.run(host, ["umount", "/opt/ml/input/data/train"], check=True)
-        for sub in ("input", "model", "output", "checkpoints"):
-            shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
+    simcluster.clear_job(cluster)
     simcluster.write_sagemaker_job(cluster, HYPERPARAMETERS,
                                    {"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
     for host in cluster.hosts:

@@ -80,12 +80,7 @@ class IndexOnce(unittest.TestCase):
     def run_job(self, name, distribution, write_data):
         """Runs the job with each host's own copy of the data; returns (the master's log, the sample logs)."""
         cluster = self.cluster
-        for host in cluster.hosts:
-            opt_ml = cluster.opt_ml(host)
-            if os.path.ismount(os.path.join(opt_ml, "input", "data", "train")):
-                cluster.run(host, ["umount", "/opt/ml/input/data/train"], check=True)
-            for sub in ("input", "model", "output", "checkpoints"):
-                shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
+        simcluster.clear_job(cluster)
         channels = {"train": {"TrainingInputMode": "File", "S3DistributionType": distribution}}
         simcluster.write_sagemaker_job(cluster, dict(hyperparameters(RANKS_PER_HOST), augmentation_type="none"),
                                        channels)
