@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/resource.h>
+#include <unistd.h>
 
 namespace train {
 namespace {
@@ -88,6 +89,13 @@ uint64_t own_peak_memory_bytes() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::optional<uint64_t> own_resident_memory_bytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return std::nullopt;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 std::string memory_text(uint64_t bytes) {

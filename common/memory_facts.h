@@ -24,6 +24,9 @@ std::optional<uint64_t> cgroup_out_of_memory_kills();
 // This process's peak resident memory (getrusage ru_maxrss).
 uint64_t own_peak_memory_bytes();
 
+// This process's resident memory now (/proc/self/statm); nullopt when unreadable.
+std::optional<uint64_t> own_resident_memory_bytes();
+
 // "3.2 GiB", "512 MiB".
 std::string memory_text(uint64_t bytes);
 

@@ -90,6 +90,14 @@ constexpr double straggler_factor_default = 1.5;
 
 }  // namespace
 
+void add_new_names_of_former_variables(EnvironmentMap& environment) {
+  for (const FlagRule& rule : flag_rules) {
+    if (rule.old_name == nullptr || lookup(environment, rule.name).value_or("").size() > 0) continue;
+    const char* name = nullptr;
+    if (auto value = lookup_flag(environment, rule, name); value && !value->empty()) environment[rule.name] = *value;
+  }
+}
+
 int64_t read_integer_variable(const EnvironmentMap& environment, IntegerVariable variable) {
   const IntegerRule& rule = rule_of(variable);
   return whole_number_from_environment(environment, rule.name, rule.minimum, rule.maximum, expected_text(rule))

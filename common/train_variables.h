@@ -50,6 +50,9 @@ enum class FlagVariable {
   ranks_share_gpus,  // TRAIN_RANKS_SHARE_GPUS: more ranks than GPUs, for checks (job/job_description.h)
 };
 bool read_flag_variable(const EnvironmentMap& environment, FlagVariable variable);
+// The ranks' environment, given each variable set only by its former name under its new name too, so that
+// the launcher alone says the former name is deprecated (not every rank again).
+void add_new_names_of_former_variables(EnvironmentMap& environment);
 // TRAIN_STRAGGLER_FACTOR: a number above 1, at most 1000 (default 1.5).
 double read_straggler_factor_variable(const EnvironmentMap& environment);
 

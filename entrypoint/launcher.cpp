@@ -95,6 +95,7 @@ class JobRun {
     }
 
     // Every rank holds its own host's job description against the master's before it starts its work.
+    add_new_names_of_former_variables(ranks_environment);
     ranks_environment.erase(host_agreement_variable);
     if (job_.cluster.hosts.size() > 1) {
       ranks_environment[host_agreement_variable] = encode_host_agreement(host_agreement_items(job_, user_program()));

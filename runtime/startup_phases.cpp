@@ -106,16 +106,16 @@ void warm_up_communicator(MPI_Comm comm, std::chrono::milliseconds timeout) {
   rank_startup_phases().done(StartupPhase::communicator);
 }
 
-void report_startup_phases(const std::string& host, MPI_Comm comm, std::chrono::milliseconds timeout,
-                           timeline::Timeline* timeline) {
+void show_startup_phases(const StartupPhases& phases, timeline::Timeline& timeline) {
+  const auto spans = phases.monotonic_spans();
+  for (size_t phase = 0; phase < startup_phase_count; ++phase) {
+    timeline.startup_span(fmt::format("startup: {}", phase_names[phase]), spans[phase].first, spans[phase].second);
+  }
+}
+
+void report_startup_phases(const std::string& host, MPI_Comm comm, std::chrono::milliseconds timeout) {
   StartupPhases& phases = rank_startup_phases();
   phases.done(StartupPhase::first_step);
-  if (timeline != nullptr) {
-    const auto spans = phases.monotonic_spans();
-    for (size_t phase = 0; phase < startup_phase_count; ++phase) {
-      timeline->startup_span(fmt::format("startup: {}", phase_names[phase]), spans[phase].first, spans[phase].second);
-    }
-  }
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   const auto texts = comm::gather_texts(host + "\n" + encode(phases.times()), comm, timeout, "the start-up phases");

@@ -48,6 +48,7 @@ class StartupPhases {
   void set_origin(std::optional<double> train_started) { origin_ = train_started; }
   // The phase ends now (its first note counts). A phase never noted ends where the one before it did.
   void done(StartupPhase phase);
+  bool noted(StartupPhase phase) const { return wall_ends_[static_cast<size_t>(phase)].has_value(); }
   bool counted_from_train_start() const { return origin_ && *origin_ <= process_start_; }
   StartupTimes times() const;
   // The phases as spans of the host's monotonic clock (begin, end), for the timeline.
@@ -73,9 +74,9 @@ std::string format_startup_line(const std::vector<StartupTimes>& times, const st
 // warms the communicator up, and the wait for the slowest rank's model counts here.
 void warm_up_communicator(MPI_Comm comm, std::chrono::milliseconds timeout);
 
-// After the first step (collective): every rank's phases to rank 0, which logs the line; the phases into
-// the timeline when it holds step 1 (`timeline` may be null).
-void report_startup_phases(const std::string& host, MPI_Comm comm, std::chrono::milliseconds timeout,
-                           timeline::Timeline* timeline);
+// After the first step (collective): every rank's phases to rank 0, which logs the line.
+void report_startup_phases(const std::string& host, MPI_Comm comm, std::chrono::milliseconds timeout);
+// The phases as spans of `timeline`'s start-up track (shown when it records step 1).
+void show_startup_phases(const StartupPhases& phases, timeline::Timeline& timeline);
 
 }  // namespace train

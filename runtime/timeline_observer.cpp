@@ -1,5 +1,7 @@
 #include "runtime/timeline_observer.h"
 
+#include "runtime/startup_phases.h"
+
 namespace train {
 namespace {
 
@@ -28,5 +30,13 @@ void TimelineObserver::phase_begins(TrainingPhase phase) {
 }
 
 void TimelineObserver::phase_ends(TrainingPhase phase) { spans_[static_cast<size_t>(phase)].reset(); }
+
+void TimelineObserver::step_done(int64_t step) {
+  timeline_->steps_done(step, steps_);
+  if (!startup_shown_ && rank_startup_phases().noted(StartupPhase::first_step)) {
+    startup_shown_ = true;
+    show_startup_phases(rank_startup_phases(), *timeline_);
+  }
+}
 
 }  // namespace train

@@ -3,7 +3,6 @@
 // knows the other's types.
 #pragma once
 
-#include "common/non_copyable.h"
 #include "runtime/timeline/step_recorder.h"
 #include "runtime/timeline/timeline.h"
 #include "runtime/training_observer.h"
@@ -14,7 +13,7 @@
 
 namespace train {
 
-class TimelineObserver final : public TrainingObserver, private NonCopyable {
+class TimelineObserver final : public TrainingObserver {
  public:
   // `steps` (the engine's step observer) must outlive it.
   TimelineObserver(std::unique_ptr<timeline::Timeline> timeline, timeline::StepRecorder& steps)
@@ -22,23 +21,24 @@ class TimelineObserver final : public TrainingObserver, private NonCopyable {
 
   // The loader's reports (its decoding threads), for the loader the trainer opens.
   std::shared_ptr<data::LoaderObserver> loader_observer() const { return timeline_->loader_observer(); }
-  timeline::Timeline& timeline() { return *timeline_; }
 
   void training_starts(int64_t step, int64_t total_steps) override { timeline_->start(step, total_steps, steps_); }
-  void batch_arrived(const data::Batch& batch, int64_t waited_from, int64_t arrived) override {
-    timeline_->batch_arrived(batch, waited_from, arrived);
+  void batch_arrived(const data::Batch* batch, int64_t waited_from, int64_t arrived) override {
+    if (batch != nullptr) timeline_->batch_arrived(*batch, waited_from, arrived);
   }
   void phase_begins(TrainingPhase phase) override;
   void phase_ends(TrainingPhase phase) override;
-  void step_done(int64_t step) override { timeline_->steps_done(step, steps_); }
+  // After the first step, the rank's start-up phases (runtime/startup_phases.h) too.
+  void step_done(int64_t step) override;
   void pause_done(int64_t step) override { timeline_->finish_if_due(step, steps_, /*final=*/false); }
-  void training_ends(int64_t step) override { timeline_->finish_if_due(step, steps_, /*final=*/true); }
+  void training_ends(const TrainingEnd& end) override { timeline_->finish_if_due(end.step, steps_, /*final=*/true); }
 
  private:
   std::unique_ptr<timeline::Timeline> timeline_;
   timeline::StepRecorder& steps_;
   // Each phase's span, begun while the timeline records (no clock is read otherwise).
   std::array<std::optional<timeline::TimelineSpan>, 5> spans_;
+  bool startup_shown_ = false;
 };
 
 }  // namespace train

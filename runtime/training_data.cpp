@@ -3,6 +3,7 @@
 #include "common/config_error.h"
 #include "common/environment_error.h"
 #include "common/log.h"
+#include "common/memory_facts.h"
 #include "job/hyperparameter_schema.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/broadcast_text.h"
@@ -15,8 +16,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 
 namespace train {
 
@@ -25,53 +28,164 @@ namespace {
 // ImageNet-1k's training set size: synthetic data behaves like an epoch of it.
 constexpr int64_t synthetic_samples = 1281167;
 
-// Record files are indexed by the first rank of each host, and the index is sent to the host's other ranks:
-// indexing reads a TFRecord data set through once, so once per host rather than once per rank. (Per host, not
-// per job: with ShardedByS3Key every host holds other files.) A failure to index fails every rank of the host
-// with the same message.
-data::RecordIndex index_once_per_host(MPI_Comm comm, const std::function<data::RecordIndex()>& build) {
-  MPI_Comm host;
-  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-  int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(host, &local_rank));
-  data::RecordIndex index;
+// This host's ranks, for as long as it is in scope.
+class HostRanks {
+ public:
+  explicit HostRanks(MPI_Comm comm) {
+    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_));
+  }
+  ~HostRanks() {
+    // Not MPI_CHECK: a destructor may run while another error unwinds; a failure here is only reported.
+    if (const int code = MPI_Comm_free(&comm_); code != MPI_SUCCESS) {
+      log_error("MPI_Comm_free of the host's ranks failed (MPI error {})", code);
+    }
+  }
+  HostRanks(const HostRanks&) = delete;
+  HostRanks& operator=(const HostRanks&) = delete;
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// How a built index travels from rank 0 of a group to its other ranks.
+using SendText = std::function<void(std::string&, MPI_Comm)>;
+
+// Runs `build` on rank 0 of `group` and sends its result, serialized, to the group's other ranks, with the
+// builder's host name (`built_on`), into `index`. A failure fails every rank of the group with the same
+// message (rank 0 rethrows the exception itself). With `travels`, an index it refuses stays on rank 0 (the
+// others get nothing): then false on every rank.
+template <typename Index>
+bool built_by_one(MPI_Comm group, const std::function<Index()>& build, std::string (*serialize)(const Index&),
+                  Index (*parse)(const std::string&), const SendText& send, const std::string& host,
+                  std::string& built_on, Index& index, bool (*travels)(const Index&) = nullptr) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(group, &rank));
   std::exception_ptr failure;
-  std::string bytes;  // the serialized index, or the failure's message
-  int64_t failed = 0;  // 1: the data, 2: the machine (a full or read-only TMPDIR)
-  if (local_rank == 0) {
+  // 'k' (built), 'h' (built, but it stays here), 'd' (the data's failure) or 'm' (the machine's: a full or
+  // read-only TMPDIR), the builder's host, NUL, then the serialized index or the failure's message.
+  std::string message;
+  if (rank == 0) {
     try {
       index = build();
-      bytes = data::serialize_record_index(index);
+      message = travels != nullptr && !travels(index) ? 'h' + host + '\0' : 'k' + host + '\0' + serialize(index);
     } catch (const std::exception& error) {
       failure = std::current_exception();
-      bytes = error.what();
-      failed = dynamic_cast<const EnvironmentError*>(&error) != nullptr ? 2 : 1;
+      const bool machine = dynamic_cast<const EnvironmentError*>(&error) != nullptr;
+      message = (machine ? 'm' : 'd') + host + '\0' + error.what();
     }
   }
-  MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT64_T, 0, host));
-  comm::broadcast_text(bytes, host);
-  if (!failure && failed == 0) {
-    if (local_rank != 0) index = data::parse_record_index(bytes);
-    // Every rank of the host opens the inflated gzip shards, then the folder goes: from here on no rank's
-    // death, SIGKILL included, can leave them on the disk.
-    std::exception_ptr not_held;
-    try {
-      data::hold_temporary_files(index);
-    } catch (const std::exception&) {
-      not_held = std::current_exception();
-    }
-    MPI_CHECK(MPI_Barrier(host));
-    index.inflated.reset();
-    if (not_held) {
-      MPI_CHECK(MPI_Comm_free(&host));
-      std::rethrow_exception(not_held);
-    }
-  }
-  MPI_CHECK(MPI_Comm_free(&host));
+  send(message, group);
   if (failure) std::rethrow_exception(failure);
-  if (failed == 2) throw EnvironmentError(bytes);
-  if (failed != 0) throw data::DataError(bytes);
+  const size_t end_of_host = message.find('\0');
+  if (message.empty() || end_of_host == std::string::npos) {
+    throw std::logic_error("an index sent between ranks lacks its header");
+  }
+  built_on = message.substr(1, end_of_host - 1);
+  const char status = message[0];
+  message.erase(0, end_of_host + 1);
+  if (status == 'm') throw EnvironmentError(message);
+  if (status == 'h') return false;
+  if (status != 'k') throw data::DataError(message);
+  if (rank != 0) index = parse(message);
+  return true;
+}
+
+// An index that names only files every host has: none inflated into this host's TMPDIR.
+bool readable_on_every_host(const data::RecordIndex& index) {
+  return std::none_of(index.files.begin(), index.files.end(), [](const data::RecordFile& f) { return f.temporary; });
+}
+
+SendText bounded_send(std::chrono::milliseconds timeout) {
+  return [timeout](std::string& text, MPI_Comm group) {
+    comm::bounded_broadcast_text(text, group, timeout, "sending the channel's index from rank 0");
+  };
+}
+
+void send_unbounded(std::string& text, MPI_Comm group) { comm::broadcast_text(text, group); }
+
+// Says, once per host, where the index of `channel` came from.
+void report_index_origin(const char* channel, const std::string& built_on, MPI_Comm group, const RankIdentity& identity,
+                         const std::string& host, const char* scope) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(group, &rank));
+  MPI_CHECK(MPI_Comm_size(group, &size));
+  if (rank == 0) {
+    log_info("{} data: indexed here, on host {}{}", channel, host,
+             size > 1 ? fmt::format(", and sent to {} other rank{} ({})", size - 1, size == 2 ? "" : "s", scope) : "");
+  } else if (identity.local_rank == 0 && built_on != host) {
+    log_info("{} data: received the index from host {} ({}); this host did not index the files itself", channel,
+             built_on, scope);
+  }
+}
+
+// Record files are indexed once, not once per rank (indexing reads a TFRecord data set through). With
+// FullyReplicated (`whole_job`) rank 0 indexes them and sends the index to every rank of the job (the wait
+// bounded by `timeout`), unless it names gzip shards inflated into rank 0's TMPDIR, which the other hosts
+// cannot read: then, as with ShardedByS3Key (every host holds other files), the first rank of each host
+// indexes and sends the index to the host's other ranks (rank 0 keeps the one it made). A failure to index
+// fails every rank that waited for that index with the same message.
+data::RecordIndex index_once(MPI_Comm comm, bool whole_job, std::chrono::milliseconds timeout,
+                             const std::function<data::RecordIndex()>& build, const char* channel,
+                             const RankIdentity& identity, const std::string& host) {
+  std::string built_on;
+  data::RecordIndex kept;  // rank 0's, when it could not travel
+  std::function<data::RecordIndex()> build_here = build;
+  if (whole_job) {
+    data::RecordIndex index;
+    if (built_by_one(comm, build, &data::serialize_record_index, &data::parse_record_index, bounded_send(timeout),
+                     host, built_on, index, &readable_on_every_host)) {
+      report_index_origin(channel, built_on, comm, identity, host, "FullyReplicated: read once per job");
+      return index;
+    }
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    if (rank == 0) {
+      kept = std::move(index);
+      build_here = [&kept] { return std::move(kept); };
+    }
+  }
+  const HostRanks ranks(comm);
+  data::RecordIndex index;
+  built_by_one(ranks.comm(), build_here, &data::serialize_record_index, &data::parse_record_index, send_unbounded,
+               host, built_on, index);
+  // Every rank of the host opens the inflated gzip shards, then the folder goes: from here on no rank's
+  // death, SIGKILL included, can leave them on the disk.
+  std::exception_ptr not_held;
+  try {
+    data::hold_temporary_files(index);
+  } catch (const std::exception&) {
+    not_held = std::current_exception();
+  }
+  MPI_CHECK(MPI_Barrier(ranks.comm()));
+  index.inflated.reset();
+  if (not_held) std::rethrow_exception(not_held);
+  report_index_origin(channel, built_on, ranks.comm(), identity, host,
+                      whole_job ? "gzip shards inflated on each host: indexed once per host" : "indexed once per host");
   return index;
+}
+
+// An image folder is walked by one rank, which sends the list of its files to the others: a million files
+// are listed once, not once per rank. With FullyReplicated (`whole_job`) every host holds the same files, on
+// a shared file system the very same ones: rank 0 walks them and sends the list to every rank of the job
+// (the wait for it bounded by `timeout`: that host may vanish). With ShardedByS3Key each host holds its own
+// part: each host's first rank walks it.
+data::ImageFolder scan_once(MPI_Comm comm, bool whole_job, std::chrono::milliseconds timeout,
+                            const std::function<data::ImageFolder()>& scan, const char* channel,
+                            const RankIdentity& identity, const std::string& host) {
+  std::string built_on;
+  data::ImageFolder folder;
+  if (whole_job) {
+    built_by_one(comm, scan, &data::serialize_image_folder, &data::parse_image_folder, bounded_send(timeout), host,
+                 built_on, folder);
+    report_index_origin(channel, built_on, comm, identity, host, "FullyReplicated: walked once per job");
+    return folder;
+  }
+  const HostRanks ranks(comm);
+  built_by_one(ranks.comm(), scan, &data::serialize_image_folder, &data::parse_image_folder, send_unbounded, host,
+               built_on, folder);
+  report_index_origin(channel, built_on, ranks.comm(), identity, host, "walked once per host");
+  return folder;
 }
 
 // Corrupt records found while indexing (skip_corrupt=true): every rank indexes the same files, so rank 0 speaks.
@@ -80,6 +194,23 @@ void report_corrupt_at_open(const char* channel, const data::OpenedData& opened,
   log_info("{} data: skipped {} corrupt record{} while indexing {}", channel, opened.corrupt_at_open,
            opened.corrupt_at_open == 1 ? "" : "s", opened.layout.root);
   for (const auto& note : opened.corrupt_notes) log_info("  skipped: {}", note);
+}
+
+// What indexing the training channel cost this rank (time, and memory: the index's own count of its bytes,
+// and how much the resident memory grew meanwhile), said once, by rank 0: every rank holds the same index.
+void report_index(const data::OpenedData& opened, std::chrono::steady_clock::duration took,
+                  std::optional<uint64_t> resident_before, int rank) {
+  if (rank != 0) return;
+  const int64_t samples = opened.source->size();
+  const int64_t bytes = opened.source->index_bytes();
+  const auto resident_after = own_resident_memory_bytes();
+  log_info("data: training channel indexed in {:.2f} s: {} samples, index {:.1f} MB ({:.1f} bytes per sample{})",
+           std::chrono::duration<double>(took).count(), samples, bytes / 1e6,
+           static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(samples, 1)),
+           resident_before && resident_after
+               ? fmt::format("; resident memory grew {:.1f} MB", (static_cast<double>(*resident_after) -
+                                                                  static_cast<double>(*resident_before)) / 1e6)
+               : "");
 }
 
 data::ImageFolderOptions image_options(const TrainingSettings& settings) {
@@ -117,14 +248,23 @@ void TrainingData::open_channels() {
     options.image = image_options(settings_);
     options.tfrecord_label_offset = settings_.tfrecord_label_offset;
     options.skip_corrupt = settings_.skip_corrupt;
-    options.share_index = [this](const std::function<data::RecordIndex()>& build) {
-      return index_once_per_host(comm_, build);
+    const auto share_as = [&](const char* channel, bool whole_job) {
+      options.share_index = [this, channel, whole_job](const std::function<data::RecordIndex()>& build) {
+        return index_once(comm_, whole_job, collective_timeout_, build, channel, identity_, settings_.host);
+      };
+      options.share_folder = [this, channel, whole_job](const std::function<data::ImageFolder()>& scan) {
+        return scan_once(comm_, whole_job, collective_timeout_, scan, channel, identity_, settings_.host);
+      };
     };
+    share_as("training", !settings_.sharded);
     auto list_dir = [](const std::optional<std::filesystem::path>& dir) {
       return dir ? std::optional<std::string>(dir->string()) : std::nullopt;
     };
+    const auto indexing = std::chrono::steady_clock::now();
+    const auto resident_before = own_resident_memory_bytes();
     auto training = data::open_channel(settings_.train_dir.string(), list_dir(settings_.train_list_dir),
                                        settings_.data_format, options);
+    report_index(training, std::chrono::steady_clock::now() - indexing, resident_before, identity_.rank);
     training_labels = training.labels;
     report_corrupt_at_open("training", training, identity_.rank);
     corrupt_at_open_ = training.corrupt_at_open;
@@ -132,6 +272,7 @@ void TrainingData::open_channels() {
     train_source_ = std::const_pointer_cast<data::SampleSource>(training.source);
     if (settings_.validation_dir) {
       options.image.augmentation = Augmentation::none;
+      share_as("validation", false);  // its distribution may differ from the training channel's: per host
       auto validation = data::open_channel(settings_.validation_dir->string(), list_dir(settings_.validation_list_dir),
                                            settings_.data_format, options, &training);
       report_corrupt_at_open("validation", validation, identity_.rank);

@@ -836,6 +836,17 @@ def batch_environment(cluster, host, main_index=0, num_nodes=None):
     return env
 
 
+def clear_job(cluster, channel="train"):
+    """Undoes an earlier job on every host: its channel's mount and /opt/ml's input, model, output and
+    checkpoints, so that the next job starts as on a fresh instance."""
+    for host in cluster.hosts:
+        opt_ml = cluster.opt_ml(host)
+        if os.path.ismount(os.path.join(opt_ml, "input", "data", channel)):
+            cluster.run(host, ["umount", f"/opt/ml/input/data/{channel}"], check=True)
+        for sub in ("input", "model", "output", "checkpoints"):
+            shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
+
+
 def bind_data_channel(cluster, host, channel, directory):
     """Makes `directory` (this machine's) the host's /opt/ml/input/data/<channel>, read-only."""
     if not CHANNEL_RE.match(channel):

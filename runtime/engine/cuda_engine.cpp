@@ -78,9 +78,7 @@ class CudaEngine final : public Engine {
   std::vector<float> parameters() override;
 
   void run_step(const data::Batch& batch, double learning_rate) override;
-  void request_totals() override { observer_.request_totals(); }
-  RankStepSums take_totals() override { return observer_.take_totals(); }
-  timeline::StepRecorder& step_recorder() override { return observer_; }
+  StepReports& step_reports() override { return observer_; }
   void infer(const data::Batch& batch, float* logits) override;
 
  private:

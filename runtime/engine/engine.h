@@ -3,8 +3,9 @@
 // (runtime/engine/cpu_engine.h); the CUDA engine is GpuResNet (with the multi-tensor optimizer on the GPU
 // and its momentum) + the NCCL bucket reducer (runtime/engine/cuda_engine.h). Both report their steps to
 // one StepObserver (runtime/engine/step_observer.h): the log lines' sums and the timeline's marks. Read
-// CpuEngine::run_step (runtime/engine/cpu_engine.cpp) first: one training step, each phase one call. The trainer owns everything else: data,
-// epochs, learning rate, metrics, validation, checkpoints, stop requests, the model file.
+// CpuEngine::run_step (runtime/engine/cpu_engine.cpp) first: one training step, each phase one call. The trainer
+// and its observers own everything else: data, epochs, learning rate, metrics, validation, checkpoints, stop
+// requests, the model file.
 //
 // Waiting. Each call says what it may wait for. "Enqueues" means: on the CPU the work is done when the call
 // returns; on the GPU the step's work is queued on the device's streams and the call returns without
@@ -73,15 +74,18 @@ class Engine {
   // Marks the end of a stretch of steps: their sums are taken later by take_totals(). On the GPU this
   // enqueues their copy to the host behind the steps already queued (enqueues), so that asking for the
   // figures of a log line never leaves the GPU idle. At most a few requests may be outstanding.
-  virtual void request_totals() = 0;
+  void request_totals() { step_reports().request_totals(); }
   // The sums of the oldest stretch requested and not yet taken (waits for its steps); with none requested,
   // requests one first: the sums of every step since the last request.
-  virtual RankStepSums take_totals() = 0;
+  RankStepSums take_totals() { return step_reports().take_totals(); }
 
   // ---- the timeline (runtime/timeline/) -------------------------------------------------------------------
   // What the timeline asks to mark the next steps and to take their marks (the engine's step observer). On
   // the GPU at most as many steps as settings.timeline asked for when the engine was made.
-  virtual timeline::StepRecorder& step_recorder() = 0;
+  timeline::StepRecorder& step_recorder() { return step_reports(); }
+
+  // The engine's step observer (runtime/engine/step_observer.h), which keeps the sums and the marks above.
+  virtual StepReports& step_reports() = 0;
 
   // ---- inference (waits) ---------------------------------------------------------------------------------
   // Logits [batch.size][classes] of the model in inference mode (running statistics), into host memory.

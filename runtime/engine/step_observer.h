@@ -73,8 +73,21 @@ class StepProbe {
   ~StepProbe() = default;
 };
 
+// What the trainer reads of an engine's steps, whatever the engine: the log lines' sums and the timeline's
+// recorder (runtime/engine/engine.h hands them on).
+class StepReports : public timeline::StepRecorder {
+ public:
+  // Marks the end of a stretch of steps: their sums are taken later by take_totals() (enqueues).
+  virtual void request_totals() = 0;
+  // The sums of the oldest stretch requested and not yet taken (waits); with none requested, requests one.
+  virtual RankStepSums take_totals() = 0;
+
+ protected:
+  ~StepReports() = default;
+};
+
 template <typename Result>
-class StepObserver final : public timeline::StepRecorder {
+class StepObserver final : public StepReports {
  public:
   using Probe = StepProbe<Result>;
 
@@ -116,8 +129,7 @@ class StepObserver final : public timeline::StepRecorder {
   }
 
   // ---- the log lines' sums ---------------------------------------------------------------------------------
-  // Marks the end of a stretch of steps: their sums are taken later by take_totals() (enqueues).
-  void request_totals() {
+  void request_totals() override {
     if (requested_.size() == static_cast<size_t>(Probe::sum_slots)) {
       throw std::logic_error("StepObserver: totals requested and never taken");
     }
@@ -127,8 +139,7 @@ class StepObserver final : public timeline::StepRecorder {
     requested_.push_back(Requested{slot, steps_since_request_});
     steps_since_request_ = 0;
   }
-  // The sums of the oldest stretch requested and not yet taken (waits); with none requested, requests one.
-  RankStepSums take_totals() {
+  RankStepSums take_totals() override {
     if (requested_.empty()) request_totals();
     const Requested oldest = requested_.front();
     const double* sums = probe_.sums(oldest.slot);

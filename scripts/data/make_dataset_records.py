@@ -102,10 +102,14 @@ def recordio(data):
         out.extend(b"\0" * (-len(chunk) % 4))
 
     start = 0
-    for i in range(0, len(data) - len(data) % 4, 4):
-        if data[i:i + 4] == magic:
+    i = data.find(magic)  # bytes.find rather than a loop over every 4 bytes: make_imagenet_sized writes millions
+    while i != -1:
+        if i % 4 == 0:
             part(1 if start == 0 else 2, data[start:i])
             start = i + 4
+            i = data.find(magic, start)
+        else:
+            i = data.find(magic, i + 1)
     part(0 if start == 0 else 3, data[start:])
     return bytes(out)
 

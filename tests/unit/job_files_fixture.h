@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/config_error.h"
+#include "common/json_file.h"
 #include "common/paths.h"
 #include "tests/unit/temp_folder.h"
 
@@ -58,6 +59,13 @@ std::string config_error_message(Action&& action) {
   }
   FAIL("expected a ConfigError, but nothing was thrown");
   return {};
+}
+
+// A parser of one configuration file's text as the job description reads it: the JSON parsed under the
+// file's name `source`, then `parse` (parse_hyperparameters, parse_resource_config, ...) on it.
+template <typename Parse>
+auto config_text_parser(Parse parse, std::string source) {
+  return [parse, source](const std::string& text) { return parse(parse_json_text(text, source), source); };
 }
 
 // One row of a table of malformed inputs.

@@ -1,6 +1,7 @@
 #include "runtime/data/records/crc32c.h"
 
 #include <array>
+#include <cstring>
 
 namespace train::data {
 
@@ -29,7 +30,7 @@ const Tables& tables() {
 
 }  // namespace
 
-uint32_t crc32c(const uint8_t* data, size_t size, uint32_t crc) {
+uint32_t crc32c_portable(const uint8_t* data, size_t size, uint32_t crc) {
   const auto& t = tables().t;
   crc = ~crc;
   while (size >= 8) {
@@ -43,5 +44,35 @@ uint32_t crc32c(const uint8_t* data, size_t size, uint32_t crc) {
   while (size-- > 0) crc = t[0][(crc ^ *data++) & 0xff] ^ (crc >> 8);
   return ~crc;
 }
+
+#if defined(__x86_64__)
+namespace {
+
+// SSE 4.2's crc32 instruction computes this very polynomial, 8 bytes per instruction: indexing 1,024
+// TFRecord shards of ImageNet checks a gigabyte, which the tables made the largest part of indexing.
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* data, size_t size, uint32_t crc) {
+  uint64_t c = ~crc;
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);
+    c = __builtin_ia32_crc32di(c, word);
+    data += 8;
+    size -= 8;
+  }
+  auto c32 = static_cast<uint32_t>(c);
+  while (size-- > 0) c32 = __builtin_ia32_crc32qi(c32, *data++);
+  return ~c32;
+}
+
+const bool has_sse42 = __builtin_cpu_supports("sse4.2");
+
+}  // namespace
+
+uint32_t crc32c(const uint8_t* data, size_t size, uint32_t crc) {
+  return has_sse42 ? crc32c_sse42(data, size, crc) : crc32c_portable(data, size, crc);
+}
+#else
+uint32_t crc32c(const uint8_t* data, size_t size, uint32_t crc) { return crc32c_portable(data, size, crc); }
+#endif
 
 }  // namespace train::data

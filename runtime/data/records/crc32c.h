@@ -9,7 +9,11 @@
 namespace train::data {
 
 // CRC-32C of `size` bytes, continuing from `crc` (0 for a fresh checksum).
+// The CPU's crc32 instruction where it has one (x86-64 with SSE 4.2), else crc32c_portable.
 uint32_t crc32c(const uint8_t* data, size_t size, uint32_t crc = 0);
+
+// The same from tables, on any CPU (what crc32c falls back to; tests compare the two).
+uint32_t crc32c_portable(const uint8_t* data, size_t size, uint32_t crc = 0);
 
 inline uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 

@@ -1,5 +1,8 @@
 #include "runtime/data/records/record_index.h"
 
+#include "common/container_bytes.h"
+#include "runtime/data/records/index_bytes.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -22,75 +25,40 @@ void CorruptTally::add(const CorruptDataError& error) {
   if (notes_.size() < 20) notes_.push_back(fmt::format("{}, byte offset {}: {}", error.file(), error.offset(), error.reason()));
 }
 
+void CorruptTally::add_all(const CorruptTally& later) {
+  count_ += later.count_;
+  for (const auto& note : later.notes_) {
+    if (notes_.size() < 20) notes_.push_back(note);
+  }
+}
+
 namespace {
 
 constexpr char kIndexMagic[8] = {'T', 'R', 'I', 'D', 'X', '0', '0', '1'};
-
-template <typename T>
-void put(std::string& out, T value) {
-  out.append(reinterpret_cast<const char*>(&value), sizeof value);
-}
-
-void put_text(std::string& out, const std::string& text) {
-  put<uint64_t>(out, text.size());
-  out += text;
-}
-
-class IndexBytes {
- public:
-  IndexBytes(const std::string& bytes, size_t start) : bytes_(bytes), position_(start) {}
-  template <typename T>
-  T get() {
-    need(sizeof(T));
-    T value;
-    std::memcpy(&value, bytes_.data() + position_, sizeof value);
-    position_ += sizeof value;
-    return value;
-  }
-  std::string text() {
-    const auto size = get<uint64_t>();
-    need(size);
-    std::string value = bytes_.substr(position_, static_cast<size_t>(size));
-    position_ += static_cast<size_t>(size);
-    return value;
-  }
-  uint64_t count(size_t item_bytes) {  // a count of items that must fit in what is left
-    const auto n = get<uint64_t>();
-    need(n * item_bytes);
-    return n;
-  }
-  bool done() const { return position_ == bytes_.size(); }
-
- private:
-  void need(uint64_t size) const {
-    if (size > bytes_.size() - position_) throw DataError("a shared record index is cut short (an internal error: its builder and reader disagree)");
-  }
-  const std::string& bytes_;  // the caller's: outlives this reader
-  size_t position_;
-};
 
 }  // namespace
 
 std::string serialize_record_index(const RecordIndex& index) {
   std::string out(kIndexMagic, sizeof kIndexMagic);
-  put<uint8_t>(out, index.format == RecordFormat::tfrecord ? 0 : 1);
+  out.reserve(out.size() + index.entries.size() * 24 + index.files.size() * 64 + 1024);
+  put_value<uint8_t>(out, index.format == RecordFormat::tfrecord ? 0 : 1);
   put_text(out, index.root);
-  put<uint64_t>(out, index.files.size());
+  put_value<uint64_t>(out, index.files.size());
   for (const auto& file : index.files) {
     put_text(out, file.path);
     put_text(out, file.name);
-    put<uint8_t>(out, file.temporary ? 1 : 0);
+    put_value<uint8_t>(out, file.temporary ? 1 : 0);
   }
-  put<uint64_t>(out, index.entries.size());
+  put_value<uint64_t>(out, index.entries.size());
   for (const auto& entry : index.entries) {
-    put(out, entry.file);
-    put(out, entry.offset);
-    put(out, entry.length);
-    put(out, entry.label);
+    put_value(out, entry.file);
+    put_value(out, entry.offset);
+    put_value(out, entry.length);
+    put_value(out, entry.label);
   }
-  put<int32_t>(out, index.num_classes);
-  put<int64_t>(out, index.corrupt_skipped);
-  put<uint64_t>(out, index.corrupt_notes.size());
+  put_value<int32_t>(out, index.num_classes);
+  put_value<int64_t>(out, index.corrupt_skipped);
+  put_value<uint64_t>(out, index.corrupt_notes.size());
   for (const auto& note : index.corrupt_notes) put_text(out, note);
   return out;
 }
@@ -99,7 +67,7 @@ RecordIndex parse_record_index(const std::string& bytes) {
   if (bytes.size() < sizeof kIndexMagic || bytes.compare(0, sizeof kIndexMagic, kIndexMagic, sizeof kIndexMagic) != 0) {
     throw DataError("a shared record index does not start with its magic (an internal error: its builder and reader disagree)");
   }
-  IndexBytes in(bytes, sizeof kIndexMagic);
+  IndexBytes in(bytes, sizeof kIndexMagic, "a shared record index");
   RecordIndex index;
   index.format = in.get<uint8_t>() == 0 ? RecordFormat::tfrecord : RecordFormat::recordio;
   index.root = in.text();
@@ -171,6 +139,15 @@ HeldFiles::~HeldFiles() {
   for (int fd : fds_) {
     if (fd >= 0) ::close(fd);
   }
+}
+
+int64_t RecordIndex::bytes() const {
+  int64_t total = static_cast<int64_t>(sizeof(RecordIndex)) + string_bytes(root) + vector_bytes(files) +
+                  vector_bytes(entries) + strings_bytes(corrupt_notes);
+  for (const auto& file : files) {
+    total += string_bytes(file.path) + string_bytes(file.name) - 2 * static_cast<int64_t>(sizeof(std::string));
+  }
+  return total;
 }
 
 std::string RecordIndex::record_name(const RecordEntry& entry) const {

@@ -36,6 +36,8 @@ class CorruptTally {
   explicit CorruptTally(bool skip) : skip_(skip) {}
   // Throws `error` unless skipping; else counts it.
   void add(const CorruptDataError& error);
+  // Adds what `later` (a tally of data after this one's) counted, as if this tally had met it.
+  void add_all(const CorruptTally& later);
   bool skipping() const { return skip_; }
   int64_t count() const { return count_; }
   const std::vector<std::string>& notes() const { return notes_; }  // the first 20, as messages
@@ -87,6 +89,8 @@ struct RecordIndex {
   std::shared_ptr<HeldFiles> held;       // the temporary files, open (hold_temporary_files)
 
   int64_t size() const { return static_cast<int64_t>(entries.size()); }
+  // What the index holds in memory, from its containers' capacities (file names included).
+  int64_t bytes() const;
   // A record as messages name it: "FILE, byte offset N".
   std::string record_name(const RecordEntry& entry) const;
 };

@@ -20,6 +20,7 @@ class CorruptSkippingSource : public SampleSource {
   int32_t load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const override;
   std::string describe() const override { return inner_->describe() + ", corrupt samples skipped"; }
   std::string sample_name(int64_t index) const override { return inner_->sample_name(index); }
+  int64_t index_bytes() const override { return inner_->index_bytes(); }
   const SampleSource& inner() const { return *inner_; }
 
   static constexpr int kMaxConsecutiveFailures = 64;

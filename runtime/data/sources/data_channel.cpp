@@ -210,7 +210,9 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
   std::shared_ptr<const SampleSource> source;
   switch (opened.layout.format) {
     case DataFormat::image_folder: {
-      ImageFolder folder = scan_image_folder(root);
+      ImageFolder folder = options.share_folder
+                               ? rooted_at(options.share_folder([&] { return scan_image_folder(root); }), root)
+                               : scan_image_folder(root);
       if (training != nullptr && !training->class_names.empty()) {
         folder = align_validation_classes(std::move(folder), training->class_names);
       }
@@ -218,8 +220,9 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
       for (const int32_t label : folder.labels) {
         opened.labels.add(label, [&] { return fmt::format("{}/{}", root, folder.classes[static_cast<size_t>(label)]); });
       }
-      opened.folder = folder;
-      source = std::make_shared<ImageFolderSource>(std::move(folder), options.image);
+      auto images = std::make_shared<ImageFolderSource>(std::move(folder), options.image);
+      opened.folder = std::shared_ptr<const ImageFolder>(images, &images->folder());  // not a copy of a million paths
+      source = std::move(images);
       break;
     }
     case DataFormat::image_list: {
@@ -227,8 +230,9 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
       ImageFolder list = read_image_lists(opened.layout.files, root, tally, &opened.labels);
       opened.corrupt_at_open = tally.count();
       opened.corrupt_notes = tally.notes();
-      opened.folder = list;
-      source = std::make_shared<ImageFolderSource>(std::move(list), options.image);
+      auto images = std::make_shared<ImageFolderSource>(std::move(list), options.image);
+      opened.folder = std::shared_ptr<const ImageFolder>(images, &images->folder());
+      source = std::move(images);
       break;
     }
     case DataFormat::tfrecord:

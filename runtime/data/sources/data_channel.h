@@ -45,12 +45,15 @@ struct DataOptions {
   // calls `build` on one rank per host and hands the result to the host's other ranks, so that the
   // files are scanned once per host. It must rethrow (on every rank) what `build` threw.
   std::function<RecordIndex(const std::function<RecordIndex()>& build)> share_index;
+  // The same for an image folder's scan (a walk of every file): the trainer's scans it once and hands the
+  // result on. It must rethrow (on every rank) what `build` threw.
+  std::function<ImageFolder(const std::function<ImageFolder()>& build)> share_folder;
 };
 
 struct OpenedData {
   std::shared_ptr<const SampleSource> source;  // wrapped in a CorruptSkippingSource when skipping
   ChannelLayout layout;
-  std::optional<ImageFolder> folder;           // image folders and lists: their files and classes
+  std::shared_ptr<const ImageFolder> folder;   // image folders and lists: their files and classes (the source's)
   std::vector<std::string> class_names;        // image folders: subfolder names; otherwise empty
   int64_t corrupt_at_open = 0;                 // corrupt records skipped while indexing
   std::vector<std::string> corrupt_notes;      // the first of them, described

@@ -19,6 +19,7 @@ class RecordSource : public SampleSource {
   int32_t load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const override;
   std::string describe() const override;
   std::string sample_name(int64_t index) const override;
+  int64_t index_bytes() const override { return index_.bytes(); }
 
   // The encoded image of entry `index`, read and unwrapped as load() does (for tests and tools).
   std::vector<uint8_t> image_bytes(int64_t index) const;

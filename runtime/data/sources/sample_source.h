@@ -46,6 +46,9 @@ class SampleSource {
   virtual std::string describe() const = 0;
   // Where sample `index` comes from, for a report about it (its file; a record's file and byte offset).
   virtual std::string sample_name(int64_t index) const;
+  // The bytes the source's index of its samples holds (file names, record places, labels), counted from
+  // its containers' capacities: what a data set's size costs every rank in memory. 0 for synthetic data.
+  virtual int64_t index_bytes() const { return 0; }
 
  protected:
   SampleSource(int height, int width);
@@ -72,6 +75,7 @@ class ImageFolderSource : public SampleSource {
   int32_t load(int64_t index, uint64_t seed, int64_t epoch, float* out, SampleScratch& scratch) const override;
   std::string describe() const override;
   std::string sample_name(int64_t index) const override;
+  int64_t index_bytes() const override { return folder_.bytes(); }
 
  private:
   ImageFolder folder_;

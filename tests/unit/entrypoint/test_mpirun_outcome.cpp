@@ -22,6 +22,18 @@ MpirunMessages observe_all(const std::vector<std::string>& lines) {
 
 const std::string rule = "--------------------------------------------------------------------------";
 
+// What mpirun prints when a rank ends with a failure, then `block` (its account of the first one) in rules.
+MpirunMessages observe_aborted_job(const std::vector<std::string>& block) {
+  std::vector<std::string> lines = {rule,
+                                    "Primary job  terminated normally, but 1 process returned",
+                                    "a non-zero exit code. Per user-direction, the job has been aborted.",
+                                    rule,
+                                    rule};
+  lines.insert(lines.end(), block.begin(), block.end());
+  lines.push_back(rule);
+  return observe_all(lines);
+}
+
 // Wait statuses as waitpid() reports them.
 int exited(int code) { return code << 8; }
 int killed(int sig) { return sig; }
@@ -39,31 +51,18 @@ void require_failure(const std::optional<RankFailure>& failure, const RankFailur
 }  // namespace
 
 TEST_CASE("mpirun outcome: a rank killed by a signal", "[mpirun]") {
-  auto messages = observe_all({
-      rule,
-      "Primary job  terminated normally, but 1 process returned",
-      "a non-zero exit code. Per user-direction, the job has been aborted.",
-      rule,
-      rule,
-      "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
-      rule,
-  });
+  auto messages =
+      observe_aborted_job({"mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)."});
   require_failure(messages.first_failure(), {.rank = 1, .signal = 9, .node = "vm"}, 137);
 }
 
 TEST_CASE("mpirun outcome: a rank that exited with a code (the Process name / Exit code block)", "[mpirun]") {
-  auto messages = observe_all({
-      rule,
-      "Primary job  terminated normally, but 1 process returned",
-      "a non-zero exit code. Per user-direction, the job has been aborted.",
-      rule,
-      rule,
+  auto messages = observe_aborted_job({
       "mpirun detected that one or more processes exited with non-zero status, thus causing",
       "the job to be terminated. The first process to do so was:",
       "",
       "  Process name: [[26584,1],1]",
       "  Exit code:    3",
-      rule,
   });
   require_failure(messages.first_failure(), {.rank = 1, .exit_code = 3}, 3);
 }

@@ -15,17 +15,17 @@
 
 using namespace train;
 using train::testing::config_error_message;
+using train::testing::config_text_parser;
 using train::testing::MalformedCase;
 using train::testing::require_each_malformed_message;
 using Json = nlohmann::json;
 
 namespace {
 
-const std::string source = "hyperparameters.json";
-
-Hyperparameters parse_text(const std::string& text) {
-  return parse_hyperparameters(parse_json_text(text, source), source);
-}
+// As train's own training reads the file (the defaults of parse_hyperparameters' other parameters).
+const auto parse_text = config_text_parser(
+    [](const nlohmann::json& document, const std::string& source) { return parse_hyperparameters(document, source); },
+    "hyperparameters.json");
 
 }  // namespace
 

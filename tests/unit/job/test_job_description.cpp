@@ -417,6 +417,16 @@ TEST_CASE("job description: TRAIN_FAST_PATH, the former name of TRAIN_SHARED_GRA
   CHECK(train_variable_problems({{"TRAIN_FAST_PATH", "yes"}}) ==
         std::vector<std::string>{"environment variable TRAIN_FAST_PATH: expected 0 or 1, got \"yes\"; unset it for "
                                  "the reference path"});
+  // The launcher hands the ranks the new name too, so that only the launcher says the old one is deprecated.
+  EnvironmentMap ranks{{"TRAIN_FAST_PATH", "1"}, {"OTHER", "x"}};
+  add_new_names_of_former_variables(ranks);
+  CHECK(ranks == EnvironmentMap{{"TRAIN_FAST_PATH", "1"}, {"TRAIN_SHARED_GRADIENT_BUFFERS", "1"}, {"OTHER", "x"}});
+  EnvironmentMap both{{"TRAIN_FAST_PATH", "1"}, {"TRAIN_SHARED_GRADIENT_BUFFERS", "0"}};
+  add_new_names_of_former_variables(both);
+  CHECK(both.at("TRAIN_SHARED_GRADIENT_BUFFERS") == "0");
+  EnvironmentMap neither{{"OTHER", "x"}};
+  add_new_names_of_former_variables(neither);
+  CHECK(neither == EnvironmentMap{{"OTHER", "x"}});
 }
 
 TEST_CASE("job description: broken files", "[job_description]") {

@@ -12,14 +12,13 @@
 
 using namespace train;
 using train::testing::config_error_message;
+using train::testing::config_text_parser;
 using train::testing::MalformedCase;
 using train::testing::require_each_malformed_message;
 
 namespace {
 
-const std::string source = "resourceconfig.json";
-
-ResourceConfig parse_text(const std::string& text) { return parse_resource_config(parse_json_text(text, source), source); }
+const auto parse_text = config_text_parser(parse_resource_config, "resourceconfig.json");
 
 }  // namespace
 

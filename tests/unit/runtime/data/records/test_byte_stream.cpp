@@ -21,6 +21,21 @@ TEST_CASE("CRC-32C: the standard check value and TensorFlow's mask", "[data]") {
   CHECK(crc32c(bytes + 4, 5, crc32c(bytes, 4)) == 0xe3069283u);
 }
 
+TEST_CASE("CRC-32C: the CPU's instruction and the tables agree on every length and alignment", "[data]") {
+  const std::string text = "123456789";
+  CHECK(crc32c_portable(reinterpret_cast<const uint8_t*>(text.data()), text.size()) == 0xe3069283u);
+  Bytes data(1100);
+  Rng rng(9);
+  for (auto& byte : data) byte = static_cast<uint8_t>(rng.next());
+  for (size_t start = 0; start < 9; ++start) {
+    for (size_t size = 0; size + start <= data.size(); size += 1 + size / 7) {
+      INFO("start " << start << ", size " << size);
+      const uint32_t seed = static_cast<uint32_t>(rng.next());
+      REQUIRE(crc32c(data.data() + start, size, seed) == crc32c_portable(data.data() + start, size, seed));
+    }
+  }
+}
+
 TEST_CASE("file stream: reads, skips and seeks in any mix give the file's bytes", "[data]") {
   TempDir dir;
   Bytes content(3 << 20);
