@@ -1,13 +1,13 @@
 #include "job/train_start.h"
 
 #include "common/atomic_file.h"
+#include "common/config_error.h"
+#include "common/json_file.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 namespace train {
 namespace {
@@ -46,10 +46,12 @@ void leave_train_start_for_ranks(double started, const std::filesystem::path& fi
 std::optional<double> train_start_of_this_host(const EnvironmentMap& environment, bool on_worker_host,
                                                const std::filesystem::path& file) {
   if (on_worker_host) {
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (auto seconds = parse_seconds(text.str())) return seconds;
+    try {
+      // A regular file of a few bytes only: anything else in its place (a FIFO) must not hang the rank.
+      if (auto seconds = parse_seconds(read_small_file(file, 64))) return seconds;
+    } catch (const ConfigError&) {
+      // Missing or not a file: the master's start stands in.
+    }
   }
   return parse_seconds(lookup(environment, train_started_variable).value_or(""));
 }

@@ -6,6 +6,7 @@
 #include "common/train_variables.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/sample_log.h"
+#include "runtime/startup_observer.h"
 #include "runtime/startup_phases.h"
 #include "runtime/stop_request.h"
 #include "runtime/timeline_observer.h"
@@ -86,9 +87,10 @@ int Trainer::run() {
   announce();
 
   // The observers' order: the report first (it closes an epoch's figures before the others act, and prints
-  // a pending log line before the timeline ends), the validation pass before the saved state (a checkpoint
-  // follows the epoch's validation).
+  // a pending log line before the timeline ends), the start-up phases before the timeline (which shows them),
+  // the validation pass before the saved state (a checkpoint follows the epoch's validation).
   owned_observers_.push_back(std::make_unique<TrainingReport>(context, clock_, steps_per_epoch_));
+  owned_observers_.push_back(std::make_unique<StartupObserver>(settings_.host, comm_, collective_timeout()));
   owned_observers_.push_back(std::move(timeline));
   owned_observers_.push_back(std::make_unique<ValidationPass>(context, data_timeout_));
   owned_observers_.push_back(std::move(state));
@@ -119,7 +121,6 @@ int Trainer::train(TrainingBatches& batches) {
 // One training step of the whole job; returns true when the job agreed to stop after it. The engine's step
 // may still be running on the device when this returns: its loss and hits are read only at log lines.
 bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
-  rank_startup_phases().done(StartupPhase::first_batch);  // the first call counts
   const double learning_rate = schedule_.at(step_);
   notify(&TrainingObserver::step_begins, StepStart{step_, batch, padding, learning_rate});
   {
@@ -128,15 +129,12 @@ bool Trainer::train_one_step(const data::Batch& batch, bool padding) {
   }
   ++step_;
   const bool stop = vote_to_stop();
-  const bool first_step = !rank_startup_phases().noted(StartupPhase::first_step);
-  if (first_step) rank_startup_phases().done(StartupPhase::first_step);
   if (log_line_due(stop)) {
     const ObservedPhase phase(observers_, TrainingPhase::log_line);
     notify(&TrainingObserver::log_line, step_, batch.position.epoch);
     notify(&TrainingObserver::pause_done, step_);
   }
   notify(&TrainingObserver::step_done, step_);
-  if (first_step) report_startup_phases(settings_.host, comm_, collective_timeout());
   return stop;
 }
 

@@ -1,7 +1,8 @@
 // What the training loop (runtime/trainer.cpp) tells the rest of the rank, at named points. The loop only
 // trains; everything else is an observer: the log lines and reports (runtime/training_report.h), the
 // validation pass (runtime/validation_pass.h), checkpoints and the model file (runtime/saved_state.h), the
-// timeline (runtime/timeline_observer.h) and the sample log (runtime/sample_log.h). Nothing an observer does
+// start-up phases (runtime/startup_observer.h), the timeline (runtime/timeline_observer.h) and the sample log
+// (runtime/sample_log.h). Nothing an observer does
 // changes what is trained (as PyTorch DDP keeps its Logger apart from its Reducer).
 //
 // The loop tells its observers in one fixed order (Trainer::run says it). A point that hands a record
