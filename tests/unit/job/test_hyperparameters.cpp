@@ -14,10 +14,7 @@
 #include <vector>
 
 using namespace train;
-using train::testing::config_error_message;
-using train::testing::config_text_parser;
-using train::testing::MalformedCase;
-using train::testing::require_each_malformed_message;
+using namespace train::testing;  // the job files' fixture (tests/unit/job_files_fixture.h)
 using Json = nlohmann::json;
 
 namespace {
