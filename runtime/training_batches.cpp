@@ -50,7 +50,7 @@ class ObservedLoader {
  private:
   data::BatchLoader& loader_;
   std::chrono::seconds limit_;
-  const std::vector<TrainingObserver*>& observers_;
+  std::vector<TrainingObserver*> observers_;  // a copy: the list is fixed before training starts
 };
 
 // File and FastFile mode: every rank's share of an epoch has the same number of batches, so each rank
