@@ -160,8 +160,10 @@ def main():
             except Exception as error:  # noqa: BLE001 - reported in the table (out of memory, no compiler)
                 peers[(mode, batch)] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"}
     if args.ready and measures:
-        with open(args.ready, "w") as f:
+        # Whole or not at all: the runner reads the file as soon as it appears (a temporary name, then renamed).
+        with open(args.ready + ".tmp", "w") as f:
             f.write(f"{time.time() - started:.0f} s\n")
+        os.replace(args.ready + ".tmp", args.ready)
         print(f"gpu_step_bench.py: {modes[0]} at batch {batches[0]} ready after {time.time() - started:.0f} s; "
               f"waiting for {args.go}", flush=True)
         if not wait_for(args.go, args.go_timeout):

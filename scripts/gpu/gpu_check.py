@@ -448,10 +448,10 @@ class Group:
 
     def poll(self, check):
         took = time.monotonic() - check.started
-        if check.ready and os.path.exists(check.ready):
-            with open(check.ready) as f:
-                self.finish(check, [(check.name, "INFO", f"ready after {f.read().strip()}; timed in "
-                                                         f"{check.key}-timed (log: {check.log})")], keep=True)
+        said_ready = read(check.ready).strip() if check.ready and os.path.exists(check.ready) else ""
+        if said_ready:  # an empty file is one still being written: ready at the next poll
+            self.finish(check, [(check.name, "INFO", f"ready after {said_ready}; timed in "
+                                                     f"{check.key}-timed (log: {check.log})")], keep=True)
         elif check.process.poll() is not None:
             self.finish(check, verdicts(check, check.process.returncode, read(check.log_path), took))
         elif took > check.budget or time.monotonic() - self.started > LIMIT:

@@ -159,7 +159,7 @@ class Runner(unittest.TestCase):
     def test_a_check_ready_early_is_timed_alone_later(self):
         w = self.work
         ready, go = os.path.join(w, "bench.ready"), os.path.join(w, "bench.go")
-        bench = shell(f"echo 12 s > {ready}; while [ ! -e {go} ]; do sleep 0.05; done; date +%s.%N > {w}/timed.start; "
+        bench = shell(f"echo 12 s > {ready}.tmp; mv {ready}.tmp {ready}; while [ ! -e {go} ]; do sleep 0.05; done; date +%s.%N > {w}/timed.start; "
                       "echo 'CHECK|compiled at batch 64|INFO|5 img/s'")
         plan = [
             gpu_check.Check("other", "another check", 20, "-", stamps(w, "other")("sleep 1.5")),
