@@ -31,8 +31,6 @@ double seconds_elapsed(std::chrono::steady_clock::time_point from) {
 
 TrainingReport::TrainingReport(const TrainingContext& context, const TrainingClock& clock, int64_t steps_per_epoch)
     : context_(context),
-      settings_(context_.settings),
-      identity_(context_.identity),
       clock_(clock),
       steps_per_epoch_(steps_per_epoch) {}
 
@@ -40,13 +38,13 @@ void TrainingReport::training_starts(int64_t step, int64_t total_steps) {
   total_steps_ = total_steps;
   steps_at_start_ = interval_first_step_ = step;
   stragglers_.emplace(straggler_rule_from_environment(current_environment()));
-  rank_hosts_ = gather_host_names(settings_.host, context_.comm, context_.collective_timeout);
-  if (identity_.rank != 0) return;
-  files_.emplace(settings_, nlohmann::json{{"num_layers", settings_.depth},
-                                           {"image_shape", {3, settings_.height, settings_.width}},
+  rank_hosts_ = gather_host_names(context_.settings.host, context_.comm, context_.collective_timeout);
+  if (context_.identity.rank != 0) return;
+  files_.emplace(context_.settings, nlohmann::json{{"num_layers", context_.settings.depth},
+                                           {"image_shape", {3, context_.settings.height, context_.settings.width}},
                                            {"num_classes", context_.data.classes()},
-                                           {"ranks", identity_.size},
-                                           {"global_batch", settings_.global_batch},
+                                           {"ranks", context_.identity.size},
+                                           {"global_batch", context_.settings.global_batch},
                                            {"steps_per_epoch", steps_per_epoch_},
                                            {"total_steps", total_steps_},
                                            {"engine", context_.engine.describe()}});
@@ -108,7 +106,7 @@ void TrainingReport::print_progress(const ProgressLine& line) {
   const double steps = static_cast<double>(std::max<int64_t>(1, line.steps));
   const RankTimes mine{line.seconds / steps, line.data_wait / steps, reduction_wait / steps};
   const std::vector<RankTimes> times = gather_rank_times(mine, context_.comm, context_.collective_timeout);
-  if (identity_.rank == 0) {
+  if (context_.identity.rank == 0) {
     const int64_t steps_run = std::max<int64_t>(1, line.step - steps_at_start_);
     const double per_step = line.seconds_since_start / static_cast<double>(steps_run);
     interval_.seconds = line.seconds;
@@ -147,7 +145,7 @@ void TrainingReport::epoch_ends(EpochEnd& end) {
   flush_progress();
   collect_totals();  // the steps since the last log line
   epoch_.seconds = clock_.training_seconds() - epoch_start_seconds_;
-  if (settings_.skip_corrupt) report_corrupt(end.epoch);
+  if (context_.settings.skip_corrupt) report_corrupt(end.epoch);
   end.sums = epoch_;
 }
 
@@ -161,7 +159,7 @@ void TrainingReport::report_corrupt(int64_t epoch) {
                           "the corrupt-record counts");
   const int64_t in_batches = counts[0];
   const int64_t before_decoding = context_.data.corrupt_at_open() + counts[1];
-  if (identity_.rank == 0) {
+  if (context_.identity.rank == 0) {
     write_line(1, fmt::format("epoch={} corrupt_records_skipped={} in_batches={} while_indexing={}", epoch,
                               in_batches + before_decoding, in_batches, before_decoding));
   }
@@ -169,7 +167,7 @@ void TrainingReport::report_corrupt(int64_t epoch) {
 
 // Rank 0, after the epoch's validation: its figures into metrics.json, its validation into TensorBoard.
 void TrainingReport::epoch_reported(const EpochEnd& end) {
-  if (identity_.rank == 0) {
+  if (context_.identity.rank == 0) {
     files_->epoch(end.epoch, end.step, end.sums, end.validation, end.complete);
     write_summary("training", end.step);
   }
@@ -181,7 +179,7 @@ void TrainingReport::training_ends(const TrainingEnd& /*end*/) { flush_progress(
 
 void TrainingReport::training_saved(const TrainingEnd& end) {
   write_summary(end.stopped() ? "stopped" : "finished", end.step);
-  if (end.stopped() && identity_.rank == 0) {
+  if (end.stopped() && context_.identity.rank == 0) {
     write_line(1, fmt::format("stopped at step {} on request ({}); checkpoint written, resume by restarting the job",
                               end.step, signal_description()));
   }

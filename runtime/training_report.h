@@ -51,8 +51,6 @@ class TrainingReport final : public TrainingObserver {
   void write_summary(const std::string& status, int64_t step);
 
   TrainingContext context_;
-  const TrainingSettings& settings_;  // context_'s
-  const RankIdentity& identity_;      // context_'s
   const TrainingClock& clock_;
   int64_t steps_per_epoch_, total_steps_ = 0, steps_at_start_ = 0;
   double learning_rate_ = 0;            // the last step's
