@@ -395,8 +395,8 @@ int64_t TrainingData::common_shard_size() {
 // host's ranks where to connect; every rank then receives its own records. Records are dealt over all the
 // job's ranks (FullyReplicated: every host streams the same data) or over the host's (ShardedByS3Key).
 std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPosition& start) {
-  MPI_Comm host;
-  MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  const HostRanks host_ranks(comm_);
+  const MPI_Comm host = host_ranks.comm();
   int local_rank = 0, local_size = 1;
   MPI_CHECK(MPI_Comm_rank(host, &local_rank));
   MPI_CHECK(MPI_Comm_size(host, &local_size));
@@ -432,7 +432,6 @@ std::shared_ptr<data::RecordFeed> TrainingData::open_pipe(const data::DataPositi
   }
   MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT64_T, 0, host));
   comm::broadcast_text(message, host);
-  MPI_CHECK(MPI_Comm_free(&host));
   if (failed != 0) throw data::DataError(message);
   pipe_feed_ = std::make_shared<data::PipeFeed>(message, local_rank, settings_.pipe_channel, data_timeout_);
   return pipe_feed_;
