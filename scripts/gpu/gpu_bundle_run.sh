@@ -63,8 +63,15 @@ if [[ ${#missing[@]} -gt 0 ]]; then
        "(e.g. pip install nvidia-cudnn-cu13 nvidia-cublas nvidia-nccl-cu13) or point LD_LIBRARY_PATH at them" >&2
   exit 127
 fi
+# compute-sanitizer: the machine's own when it has one (a whole CUDA toolkit's, matching its driver), else the
+# bundle's (NVIDIA's PyPI wheel). Looked up before the bundle's folders join PATH.
+sanitizer=""
+for candidate in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer \
+                 /usr/local/cuda/compute-sanitizer/compute-sanitizer "$root/sanitizer/compute-sanitizer"; do
+  if [[ -n $candidate && -x $candidate ]]; then sanitizer=$candidate; break; fi
+done
 export LD_LIBRARY_PATH="$root/lib:$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$root/bin:$root/sanitizer/bin:$PATH"
+export PATH="$root/bin:$PATH"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 case "${1:-}" in
   --check)
@@ -100,13 +107,18 @@ PY
     done
     command -v mpirun >/dev/null 2>&1 && echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -n 1))" ||
       { echo "mpirun: not found"; missing+=(mpirun); }
-    if command -v compute-sanitizer >/dev/null 2>&1; then
-      echo "compute-sanitizer: $(command -v compute-sanitizer) ($(compute-sanitizer --version 2>&1 | grep -m1 -i version))"
+    if [[ -n $sanitizer ]]; then
+      where="the machine's own"; [[ $sanitizer == "$root"/* ]] && where="the bundle's"
+      echo "compute-sanitizer: $sanitizer, $where ($("$sanitizer" --version 2>&1 | grep -m1 -i version))"
     fi
     [[ -x $root/bin/train ]] && echo "train: $("$root/bin/train" --version 2>&1 | head -n 1)"
     [[ ${#missing[@]} -eq 0 ]] && echo "run.sh: every program's libraries resolve" || exit 127
     exit 0 ;;
   "") sed -n '2,13p' "$0"; exit 64 ;;
+  compute-sanitizer)
+    shift
+    [[ -n $sanitizer ]] || { echo "run.sh: no compute-sanitizer on this machine or in the bundle" >&2; exit 127; }
+    exec "$sanitizer" "$@" ;;
   mpirun) shift; exec mpirun -x LD_LIBRARY_PATH -x PATH -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$@" ;;
 esac
 exec "$@"

@@ -28,7 +28,10 @@ print_only=0
 if [[ ${1:-} == --print-build-dir ]]; then print_only=1; shift; fi
 out="${1:-$repo/.gpu-bundle}"
 programs=(train gpu_kernel_check gpu_nccl_check gpu_step_check gpu_infer gpu_step_bench)
-sanitizer_wheel="nvidia-cuda-sanitizer-api==13.0.85"  # CUDA 13.0, as the toolkit here; drivers >= 580 run it
+# The first of NVIDIA's sanitizer wheels whose compute-sanitizer is whole: 13.0.85 to 13.4 leave out
+# TreeLauncherSubreaper, which compute-sanitizer starts every target through ("Target application terminated
+# before first instrumented API call", seen on an H200 on 2026-11-27). run.sh prefers the machine's own.
+sanitizer_wheel="nvidia-cuda-sanitizer-api==13.5.25"
 
 # The build folder: this checkout's own build/ (configured by scripts/setup.sh), never one whose cache
 # belongs to another checkout (building there would re-run CMake over that checkout's sources).
@@ -70,39 +73,40 @@ mkdir -p "$stage/bin" "$stage/lib"
 cp "${paths[@]}" "$stage/bin/"
 # Libraries the GPU machine has (or must have) of its own: glibc, the C++ runtime, CUDA's, MPI's, the driver.
 system='linux-vdso|ld-linux|/libc\.so|/libm\.so|/libpthread|/libdl\.so|/librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcudnn|libcublas|libnccl|libcudart|libmpi|libopen-|libpmix|libhwloc|libevent|libucx|libucp|libucs|libuct|libfabric|libibverbs|librdmacm|libnvidia|libz\.so|libudev'
-for program in "$stage"/bin/*; do ldd "$program" | awk '/=> \//{print $3}'; done | grep -vE "$system" | sort -u |
+# (grep finding none is fine: a build whose programs need only the system's libraries bundles none.)
+for program in "$stage"/bin/*; do ldd "$program" | awk '/=> \//{print $3}'; done | { grep -vE "$system" || true; } | sort -u |
   while read -r library; do cp -L "$library" "$stage/lib/"; done
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 
 # compute-sanitizer: not part of the driver or of PyTorch's packages; NVIDIA ships it as a PyPI wheel.
 cache="$build/gpu-bundle-cache"
 mkdir -p "$cache"
-wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | head -n 1 || true)"
+wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-"${sanitizer_wheel#*==}"-*.whl 2>/dev/null | head -n 1 || true)"
 if [[ -z "$wheel" ]]; then
   python3 -m pip download --quiet --no-deps --dest "$cache" "$sanitizer_wheel" ||
     { echo "make_gpu_bundle.sh: cannot download $sanitizer_wheel from PyPI" >&2; exit 1; }
-  wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-*.whl | head -n 1)"
+  wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-"${sanitizer_wheel#*==}"-*.whl | head -n 1)"
 fi
-# The wheel's own layout (nvidia/cu13/bin and lib, as NVIDIA tests it from site-packages), headers and
-# documents left out.
+# The wheel's compute-sanitizer folder (the tool, its launcher helpers and injection libraries side by side, as
+# in a CUDA toolkit); its documents and the 32-bit targets' helpers (x86/) left out.
 python3 - "$wheel" "$stage/sanitizer" <<'PY'
 import os, sys, zipfile
 wheel, target = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(wheel) as archive:
     for entry in archive.infolist():
         parts = entry.filename.split("/")
-        if entry.is_dir() or parts[0] != "nvidia" or len(parts) < 4 or parts[2] not in ("bin", "lib", "compute-sanitizer"):
+        if entry.is_dir() or parts[:3] != ["nvidia", "cu13", "compute-sanitizer"] or len(parts) != 4:
             continue
-        if "docs" in parts:
-            continue
-        path = os.path.join(target, *parts[2:])
+        path = os.path.join(target, parts[3])
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with archive.open(entry) as source, open(path, "wb") as destination:
             destination.write(source.read())
         os.chmod(path, 0o755)
 PY
-[[ -x "$stage/sanitizer/bin/compute-sanitizer" ]] ||
-  { echo "make_gpu_bundle.sh: $wheel holds no bin/compute-sanitizer" >&2; exit 1; }
+for tool in compute-sanitizer TreeLauncherSubreaper; do
+  [[ -x "$stage/sanitizer/$tool" ]] ||
+    { echo "make_gpu_bundle.sh: $wheel holds no nvidia/cu13/compute-sanitizer/$tool" >&2; exit 1; }
+done
 
 mkdir -p "$out"
 tar czf "$out/bundle.tgz.tmp" -C "$stage" . && mv "$out/bundle.tgz.tmp" "$out/bundle.tgz"

@@ -144,6 +144,51 @@ class Runner(unittest.TestCase):
         self.assertIn("2 FAIL lines", details["a program that fails"])
         self.assertIn("no result; exit 1", details["no lines"])
 
+    def test_sanitizer_reports_inside_nvidias_libraries_are_named_not_held_against_us(self):
+        # As compute-sanitizer 2025.3 wrote them on an H200 (2026-11-27), shortened.
+        race_in = lambda kernel: (  # noqa: E731
+            f"========= Error: Race reported between Write access at {kernel}+0x8d30\n"
+            f"=========     and Read access at {kernel}+0xae30 [64 hazards]\n=========\n")
+        cudnn = "sm90_xmma_dgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize256x64x32_cudnn"
+        nccl_probe = ("========= Program hit cudaErrorNoKernelImageForDevice (error 209) due to \"no kernel image is "
+                      "available\" on CUDA API call to cudaFuncGetAttributes.\n=========     Saved host backtrace up "
+                      "to driver entry point at error\n=========         Host Frame: ncclInitKernelsForDevice(int, int, "
+                      "unsigned long*) in enqueue.cc:52 [0x6d9d3] in libnccl.so.2\n=========\n")
+        ours_api = nccl_probe.replace("ncclInitKernelsForDevice(int, int, unsigned long*) in enqueue.cc:52 [0x6d9d3] "
+                                      "in libnccl.so.2", "train::kernels::cuda::conv2d() [0x1234] in train")
+        passed = "gpu_step_check: 226 of 226 checks passed\n"
+        cases = {
+            "library race": race_in(cudnn) + passed + "========= RACECHECK SUMMARY: 1 hazard displayed (1 error)",
+            "library API errors": nccl_probe * 2 + "all 1 ranks finished successfully\n========= ERROR SUMMARY: 2 errors",
+            "our race": race_in(cudnn) + race_in("void train::sgd_update<float>(...)") + passed +
+                        "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors)",
+            "our API error": nccl_probe + ours_api + "all 1 ranks finished successfully\n========= ERROR SUMMARY: 2 errors",
+            "library race, program failed": race_in(cudnn) + "gpu_step_check: 225 of 226 checks passed\n"
+                                            "========= RACECHECK SUMMARY: 1 hazard displayed (1 error)",
+        }
+        plan = []
+        for index, (name, log) in enumerate(cases.items()):
+            path = os.path.join(self.work, f"case-{index}.txt")
+            with open(path, "w") as f:
+                f.write(log + "\n")
+            check = gpu_check.Check(f"case-{index}", name, 20, "-", shell(f"cat {path}; exit 99"), rows="sanitizer")
+            check.succeeded = (r"gpu_step_check: (\d+) of \1 checks passed" if "API" not in name else
+                               r"all \d+ ranks? finished successfully")
+            plan.append(check)
+        rows, table = self.run_group(plan)
+        verdicts = {name: (verdict, detail) for name, verdict, detail in rows}
+        self.assertEqual({name: verdict for name, (verdict, _) in verdicts.items()}, {
+            "library race": "PASS", "library API errors": "PASS", "our race": "FAIL", "our API error": "FAIL",
+            "library race, program failed": "FAIL"}, table)
+        self.assertIn("nothing in our code; 1 report(s) inside NVIDIA's libraries", verdicts["library race"][1])
+        self.assertIn(cudnn, verdicts["library race"][1])
+        self.assertIn("in libnccl.so.2", verdicts["library API errors"][1])
+        self.assertIn("in our code: Error: Race reported between Write access at void train::sgd_update",
+                      verdicts["our race"][1])
+        self.assertIn("inside NVIDIA's libraries: 1", verdicts["our race"][1])
+        self.assertIn("in our code: Program hit cudaErrorNoKernelImageForDevice", verdicts["our API error"][1])
+        self.assertIn("the program did not succeed", verdicts["library race, program failed"][1])
+
     def test_nothing_waiting_for_a_failed_gate_runs(self):
         marker = os.path.join(self.work, "ran")
         plan = [gpu_check.Check("machine", "libraries", 20, "-", shell("echo 'libcudnn.so.9: not found'; exit 127"),
