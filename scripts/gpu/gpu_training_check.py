@@ -37,8 +37,9 @@ writes it). --train runs `train` (default build/train; on a bundle machine "bash
   two-ranks   two ranks on one GPU (TRAIN_RANKS_SHARE_GPUS=1: each rank its own NCCL host id, NCCL's socket
               transport), fp32, against the two CPU ranks of the references on the same data and
               hyperparameters: the same samples on each rank, the averaged gradient of the first step (the
-              momentum buffer of a one-step job's checkpoint) within fp32 tolerance, a twelve-step job's losses,
-              checkpoint (state and tensors) and per-rank timing lines. When NCCL refuses, it says what NCCL said;
+              momentum buffer of a one-step job's checkpoint), a twelve-step job's losses, checkpoint (state and
+              parameters) and per-rank timing lines, each within the job's own fp32 noise (TWO_RANK_BARS, measured
+              by scripts/gpu/two_rank_noise.py). When NCCL refuses, it says what NCCL said;
   timeline-1, timeline-2
               timeline_steps=11-20 with 1 rank, and with 2 ranks on the one GPU: valid trace JSON
               (tests/support/chrome_trace.py), each rank has the GPU's tracks (compute stream steps, waits for
@@ -101,6 +102,18 @@ TWO_RANKS = {"num_layers": "18", "image_shape": "3,28,28", "mini_batch_size": "6
              "precision_dtype": "float32", "checkpoint_frequency": "1"}
 # Training images per class of the two-rank jobs: 60 images are one step of 64; 760 are twelve.
 TWO_RANK_SUBSETS = {"one-step": 6, "twelve-steps": 76}
+# How far fp32 rounding alone moves the two-rank jobs, measured (scripts/gpu/two_rank_noise.py: torchvision's
+# ResNet-18 on these jobs' kind of data and hyperparameters, fp32 against fp64 and against another valid fp32 order,
+# seeds 0-4, with --per-class 77 and with the default draw; 2026-11-27): the first step's averaged gradient by up
+# to 4.5e-3 (relative L2 over all parameters) and 9.7e-3 in one tensor (most seeds 1e-5: the outliers are seeds
+# whose gradient cancels badly); step 1's loss by 2.5e-7 and step 2's by 2.0e-4; from step 3 on this job amplifies
+# rounding (at 28x28 layer4 is 1x1, its batch norm over 32 values): the losses of steps 3-12 by 6.7e-2 on average
+# and 0.22 at one step, the parameters after 12 steps by 1.4e-2 in all and by 0.9 in one batch-norm bias (zero at
+# the start).
+# The bars leave room above that (x4 to x10) and stay far below what a wrong reduction does (a sum for a mean, a
+# bucket left out or stale: 0.5 and more). Tighter bars failed a correct GPU (an H200, 2026-11-27).
+TWO_RANK_BARS = {"gradient": 2e-2, "gradient_tensor": 5e-2, "loss_steps_1_2": 2e-3, "loss_later_mean": 0.2,
+                 "parameters": 5e-2}
 JOB_TIMEOUT = 900  # seconds for any one train job here (gpu_check.sh stops a check at its own budget before)
 
 
@@ -261,6 +274,22 @@ def checkpoint_of(base):
         (length,) = struct.unpack("<Q", f.read(8))
         metadata = json.loads(f.read(length)).get("__metadata__", {})
     return json.loads(metadata.get("state", "{}")), read_safetensors(path)
+
+
+def digests_difference(references, tensors, names):
+    """The relative L2 difference over several tensors together (their concatenation), from each one's digest
+    difference; and the worst single tensor's, with its name."""
+    import numpy as np
+    distance = norm = 0.0
+    worst = (0.0, "")
+    for n in names:
+        if n not in tensors:
+            return float("inf"), (float("inf"), n)
+        relative = digest_difference(references[n], tensors[n])
+        distance += (relative * references[n]["norm"]) ** 2
+        norm += references[n]["norm"] ** 2
+        worst = max(worst, (relative, n))
+    return float(np.sqrt(distance / norm)) if norm else 0.0, worst
 
 
 def weight_names(tensors):
@@ -665,18 +694,29 @@ def check_two_ranks(args, data, work, references):
         passed = False
         details.append(f"one-step: no checkpoint with the {len(wanted)} momentum buffers after exactly one step")
     else:
-        worst = max((digest_difference(wanted[n], tensors[n]), n) for n in wanted)
-        passed &= worst[0] <= 1e-3
-        details.append(f"first step's averaged gradient (momentum, {len(wanted)} tensors): worst rel L2 "
-                       f"{worst[0]:.1e} (<= 1e-3, {worst[1]})")
-    # Twelve steps: losses, checkpoint, timing lines.
+        bars = TWO_RANK_BARS
+        together, worst = digests_difference(wanted, tensors, sorted(wanted))
+        passed &= together <= bars["gradient"] and worst[0] <= bars["gradient_tensor"]
+        details.append(f"first step's averaged gradient (momentum, {len(wanted)} tensors): rel L2 {together:.1e} "
+                       f"(<= {bars['gradient']:.0e}), worst tensor {worst[0]:.1e} (<= {bars['gradient_tensor']:.0e}, "
+                       f"{worst[1]})")
+    # Twelve steps: losses (steps 1 and 2 closely; later ones within this job's measured fp32 noise), checkpoint,
+    # timing lines.
+    bars = TWO_RANK_BARS
     output = runs["twelve-steps"][1]
     ours, theirs = losses_of(output), carried["twelve-steps"]["losses"]
     steps = sorted(set(ours) & set(theirs), key=int)
-    worst_loss = max((abs(float(ours[k]) - float(theirs[k])) / float(theirs[k]) for k in steps), default=1)
-    ok = len(steps) >= 5 and len(steps) == len(theirs) and worst_loss <= 1e-3
+    difference = {k: abs(float(ours[k]) - float(theirs[k])) / float(theirs[k]) for k in steps}
+    first = max((difference[k] for k in steps if int(k) <= 2), default=float("inf"))
+    later = [difference[k] for k in steps if int(k) > 2]
+    later_mean = sum(later) / len(later) if later else float("inf")
+    ok = (len(steps) >= 5 and len(steps) == len(theirs) and first <= bars["loss_steps_1_2"]
+          and later_mean <= bars["loss_later_mean"])
     passed &= ok
-    details.append(f"losses at {len(steps)} of {len(theirs)} log lines: worst rel diff {worst_loss:.1e} (<= 1e-3)")
+    details.append(f"losses at {len(steps)} of {len(theirs)} log lines: steps 1-2 rel diff {first:.1e} "
+                   f"(<= {bars['loss_steps_1_2']:.0e}), later steps mean {later_mean:.1e} "
+                   f"(<= {bars['loss_later_mean']:.0e}; each: "
+                   + " ".join(f"{k}:{difference[k]:.1e}" for k in steps) + ")")
     state, tensors = checkpoint_of(runs["twelve-steps"][2])
     if state is None:
         passed = False
@@ -686,12 +726,15 @@ def check_two_ranks(args, data, work, references):
         same_state = all(state.get(k) == carried["twelve-steps"]["state"].get(k) for k in keys)
         weights = carried["twelve-steps"]["weights"]
         same_names = sorted(tensors) == carried["twelve-steps"]["tensors"]
-        worst = max(digest_difference(weights[n], tensors[n]) if n in tensors else float("inf") for n in weights)
-        ok = same_state and same_names and worst <= 1e-2
+        # The parameters (what has a momentum buffer); the batch-norm statistics follow from them.
+        parameters = sorted(n for n in weights if "optimizer.momentum." + n in carried["one-step"]["momentum"])
+        together, worst = digests_difference(weights, tensors, parameters)
+        ok = same_state and same_names and bool(parameters) and together <= bars["parameters"]
         passed &= ok
         details.append(f"checkpoint: state {'equal' if same_state else 'DIFFERS'} (step {state.get('step')}), "
-                       f"{len(tensors)} tensors{'' if same_names else ' (names DIFFER)'}, weights worst rel L2 "
-                       f"{worst:.1e} (<= 1e-2)")
+                       f"{len(tensors)} tensors{'' if same_names else ' (names DIFFER)'}, {len(parameters)} "
+                       f"parameters rel L2 {together:.1e} (<= {bars['parameters']:.0e}; worst tensor {worst[0]:.1e}, "
+                       f"{worst[1]}, not judged: it amplifies rounding)")
     timing = re.findall(r"timing step=\d+ .*reduction_wait max=([0-9.]+) \(rank (\d) on [^)]*\) min=([0-9.]+) "
                         r"\(rank (\d)", output)
     ranks_named = {rank for line in timing for rank in (line[1], line[3])}
