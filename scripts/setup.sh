@@ -12,6 +12,7 @@ packages=(
   ccache                              # compiler cache: a rebuild of unchanged sources takes seconds
   libopenmpi-dev openmpi-bin          # MPI for the ranks, mpirun for the launcher
   nlohmann-json3-dev libfmt-dev       # JSON parsing; formatting (used header-only, so linked in)
+  libboost-random-dev                 # Boost.Random's ziggurat draws the initial weights (header-only)
   libjpeg62-turbo-dev libpng-dev zlib1g-dev  # JPEG (libjpeg-turbo's libjpeg API) and PNG decoding; gzip TFRecord shards
   dataset-fashion-mnist               # real data: scripts/data/make_fashion_mnist_folder.py makes an image folder of it
   catch2                              # unit tests

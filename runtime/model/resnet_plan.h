@@ -99,6 +99,8 @@ ResNetPlan plan_resnet(ResNetSpec spec, int max_batch, int height, int width,
 // torchvision's default initialisation into a flat parameter store and buffers laid out by `plan`:
 // convolutions Kaiming-normal (fan_out, ReLU gain), BN weight 1 and bias 0, the classifier uniform in
 // +-1/sqrt(fan_in) (weight and bias), running statistics 0 and 1, counters 0. Conv weights are OHWI.
+// The same seed gives the same values on every machine with the same build; each tensor's values depend only
+// on the seed, the tensor's place in the model and their place in it (resnet_plan.cpp's draw).
 template <typename T>
 void initialize_resnet(const ResNetPlan& plan, uint64_t seed, T* parameters, T* float_buffers, int64_t* tracked);
 
