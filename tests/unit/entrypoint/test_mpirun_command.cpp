@@ -191,6 +191,24 @@ TEST_CASE("mpirun command: intra-host copies need no ptrace rights (Docker's def
   CHECK_FALSE(contains(from_environment, "btl_vader_single_copy_mechanism"));
 }
 
+TEST_CASE("mpirun command: MPI through ob1 as the toolkit sets it, unless the user picks a pml or an mtl",
+          "[mpirun]") {
+  const auto command = build_mpirun_command(job_on({"algo-1", "algo-2"}, "algo-1", 2), rank_program, environment);
+  CHECK(find_words(command, {"--mca", "pml", "ob1"}));
+  const auto options = build_mpirun_command(job_on({"algo-1"}, "algo-1", 2, "--mca pml cm --mca mtl ofi"),
+                                            rank_program, environment);
+  CHECK(std::count(options.begin(), options.end(), "pml") == 1);
+  CHECK(find_words(options, {"--mca", "pml", "cm"}));
+  const auto mtl_only = build_mpirun_command(job_on({"algo-1"}, "algo-1", 2, "--mca mtl psm2"), rank_program,
+                                             environment);
+  CHECK_FALSE(contains(mtl_only, "pml"));
+  for (const char* variable : {"OMPI_MCA_pml", "OMPI_MCA_mtl"}) {
+    EnvironmentMap with_variable = environment;
+    with_variable[variable] = "cm";
+    CHECK_FALSE(contains(build_mpirun_command(job_on({"algo-1"}, "algo-1", 2), rank_program, with_variable), "pml"));
+  }
+}
+
 TEST_CASE("mpirun command: NCCL_DEBUG as the toolkit sets it", "[mpirun]") {
   auto nccl_debug_values = [](const Words& command) {
     Words values;
