@@ -40,14 +40,15 @@ void TrainingReport::training_starts(int64_t step, int64_t total_steps) {
   stragglers_.emplace(straggler_rule_from_environment(current_environment()));
   rank_hosts_ = gather_host_names(context_.settings.host, context_.comm, context_.collective_timeout);
   if (context_.identity.rank != 0) return;
-  files_.emplace(context_.settings, nlohmann::json{{"num_layers", context_.settings.depth},
-                                           {"image_shape", {3, context_.settings.height, context_.settings.width}},
-                                           {"num_classes", context_.data.classes()},
-                                           {"ranks", context_.identity.size},
-                                           {"global_batch", context_.settings.global_batch},
-                                           {"steps_per_epoch", steps_per_epoch_},
-                                           {"total_steps", total_steps_},
-                                           {"engine", context_.engine.describe()}});
+  const TrainingSettings& settings = context_.settings;
+  files_.emplace(settings, nlohmann::json{{"num_layers", settings.depth},
+                                          {"image_shape", {3, settings.height, settings.width}},
+                                          {"num_classes", context_.data.classes()},
+                                          {"ranks", context_.identity.size},
+                                          {"global_batch", settings.global_batch},
+                                          {"steps_per_epoch", steps_per_epoch_},
+                                          {"total_steps", total_steps_},
+                                          {"engine", context_.engine.describe()}});
 }
 
 void TrainingReport::batch_arrived(const data::Batch* /*batch*/, int64_t waited_from, int64_t arrived) {

@@ -63,6 +63,11 @@ SANITIZER_REFUSED = re.compile(r"Device not supported|LibraryNotLoaded|device is
 # kernels its build has no sm_90 image of (cudaErrorNoKernelImageForDevice, which NCCL handles).
 LIBRARY_KERNEL = re.compile(r"_cudnn\b|\bcudnn|xmma|cutlass|\bnvjet|cublas|\bsm\d{2,3}a?_|\bnccl")
 LIBRARY_FILE = re.compile(r"\bin lib(nccl|cudnn\w*|cublas\w*)\.so[.\d]*\s*$")
+SANITIZER_ERROR_EXIT = 99  # compute-sanitizer's exit status when it reported anything
+# What each program the sanitizer runs prints when it succeeded (its own exit status is hidden behind the
+# sanitizer's when there are reports).
+SANITIZED_PROGRAM_SUCCEEDED = {"step": r"gpu_step_check: (\d+) of \1 checks passed",
+                               "train": r"all \d+ ranks? finished successfully"}
 
 
 class Check:
@@ -198,9 +203,6 @@ def proof_plan(context):
     ]
 
 
-SANITIZER_ERROR_EXIT = 99  # compute-sanitizer's exit status when it reported anything
-
-
 def sanitizer(context, key, tool, target, budget, estimate, after=("machine",), env=None):
     p = context.programs
     if target == "step":
@@ -214,8 +216,7 @@ def sanitizer(context, key, tool, target, budget, estimate, after=("machine",), 
                                         "--print-limit", "20"] + extra + inner
     check = Check(key, f"compute-sanitizer {tool}: {name}", budget, estimate, command, after=after, rows="sanitizer",
                   env=env)
-    check.succeeded = (r"gpu_step_check: (\d+) of \1 checks passed" if target == "step" else
-                       r"all \d+ ranks? finished successfully")
+    check.succeeded = SANITIZED_PROGRAM_SUCCEEDED[target]
     return check
 
 
@@ -614,12 +615,12 @@ def sanitizer_reports(text):
     ours, theirs = [], []
     for record in records:
         head = record[0]
-        if re.match(r"(COMPUTE-SANITIZER|ERROR SUMMARY|\w+ SUMMARY|LEAK SUMMARY)", head):
+        if re.match(r"(COMPUTE-SANITIZER|\w+ SUMMARY)", head):
             continue
         if head.startswith("Program hit"):  # an API error: whose call was it?
             frame = next((line for line in record if line.startswith("Host Frame:")), "")
-            where = frame if frame else head
-            (theirs if frame and LIBRARY_FILE.search(frame) else ours).append(f"{head[:160]} ({where[:120]})")
+            (theirs if frame and LIBRARY_FILE.search(frame) else ours).append(
+                f"{head[:160]} ({frame[:120]})" if frame else head[:200])
             continue
         if not re.match(r"(Error|Warning|Invalid|Barrier|Race|Uninitialized|Out-of-range|Malloc|Free|Leaked)", head):
             continue

@@ -59,6 +59,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -279,7 +280,6 @@ def checkpoint_of(base):
 def digests_difference(references, tensors, names):
     """The relative L2 difference over several tensors together (their concatenation), from each one's digest
     difference; and the worst single tensor's, with its name."""
-    import numpy as np
     distance = norm = 0.0
     worst = (0.0, "")
     for n in names:
@@ -289,7 +289,7 @@ def digests_difference(references, tensors, names):
         distance += (relative * references[n]["norm"]) ** 2
         norm += references[n]["norm"] ** 2
         worst = max(worst, (relative, n))
-    return float(np.sqrt(distance / norm)) if norm else 0.0, worst
+    return math.sqrt(distance / norm) if norm else 0.0, worst
 
 
 def weight_names(tensors):
@@ -688,13 +688,13 @@ def check_two_ranks(args, data, work, references):
         details.append(f"{subset_name}: samples per rank {'identical' if same else 'DIFFER'}")
     # The averaged gradient of the first step: the momentum buffer after one step (the gradient plus weight
     # decay times the same initial weights on both devices).
+    bars = TWO_RANK_BARS
     state, tensors = checkpoint_of(runs["one-step"][2])
     wanted = carried["one-step"]["momentum"]
     if tensors is None or (state or {}).get("step") != 1 or momentum_names(tensors) != sorted(wanted):
         passed = False
         details.append(f"one-step: no checkpoint with the {len(wanted)} momentum buffers after exactly one step")
     else:
-        bars = TWO_RANK_BARS
         together, worst = digests_difference(wanted, tensors, sorted(wanted))
         passed &= together <= bars["gradient"] and worst[0] <= bars["gradient_tensor"]
         details.append(f"first step's averaged gradient (momentum, {len(wanted)} tensors): rel L2 {together:.1e} "
@@ -702,7 +702,6 @@ def check_two_ranks(args, data, work, references):
                        f"{worst[1]})")
     # Twelve steps: losses (steps 1 and 2 closely; later ones within this job's measured fp32 noise), checkpoint,
     # timing lines.
-    bars = TWO_RANK_BARS
     output = runs["twelve-steps"][1]
     ours, theirs = losses_of(output), carried["twelve-steps"]["losses"]
     steps = sorted(set(ours) & set(theirs), key=int)

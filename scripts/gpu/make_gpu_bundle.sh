@@ -31,7 +31,7 @@ programs=(train gpu_kernel_check gpu_nccl_check gpu_step_check gpu_infer gpu_ste
 # The first of NVIDIA's sanitizer wheels whose compute-sanitizer is whole: 13.0.85 to 13.4 leave out
 # TreeLauncherSubreaper, which compute-sanitizer starts every target through ("Target application terminated
 # before first instrumented API call", seen on an H200 on 2026-11-27). run.sh prefers the machine's own.
-sanitizer_wheel="nvidia-cuda-sanitizer-api==13.5.25"
+sanitizer_version=13.5.25
 
 # The build folder: this checkout's own build/ (configured by scripts/setup.sh), never one whose cache
 # belongs to another checkout (building there would re-run CMake over that checkout's sources).
@@ -81,11 +81,12 @@ strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 # compute-sanitizer: not part of the driver or of PyTorch's packages; NVIDIA ships it as a PyPI wheel.
 cache="$build/gpu-bundle-cache"
 mkdir -p "$cache"
-wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-"${sanitizer_wheel#*==}"-*.whl 2>/dev/null | head -n 1 || true)"
+cached_wheel() { ls "$cache"/nvidia_cuda_sanitizer_api-"$sanitizer_version"-*.whl 2>/dev/null | head -n 1 || true; }
+wheel="$(cached_wheel)"
 if [[ -z "$wheel" ]]; then
-  python3 -m pip download --quiet --no-deps --dest "$cache" "$sanitizer_wheel" ||
-    { echo "make_gpu_bundle.sh: cannot download $sanitizer_wheel from PyPI" >&2; exit 1; }
-  wheel="$(ls "$cache"/nvidia_cuda_sanitizer_api-"${sanitizer_wheel#*==}"-*.whl | head -n 1)"
+  python3 -m pip download --quiet --no-deps --dest "$cache" "nvidia-cuda-sanitizer-api==$sanitizer_version" ||
+    { echo "make_gpu_bundle.sh: cannot download nvidia-cuda-sanitizer-api==$sanitizer_version from PyPI" >&2; exit 1; }
+  wheel="$(cached_wheel)"
 fi
 # The wheel's compute-sanitizer folder (the tool, its launcher helpers and injection libraries side by side, as
 # in a CUDA toolkit); its documents and the 32-bit targets' helpers (x86/) left out.

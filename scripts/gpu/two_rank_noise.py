@@ -23,7 +23,12 @@ import torch
 import torchvision
 from PIL import Image
 
-STEPS, RANKS, PER_RANK, PEAK_LR = 12, 2, 32, 0.05 * 64 / 256
+from gpu_training_check import TWO_RANKS  # the check's job: this script measures its noise
+
+STEPS = 12  # the twelve-step job's (gpu_training_check.TWO_RANK_SUBSETS)
+RANKS = int(TWO_RANKS["processes_per_host"])
+PER_RANK = int(TWO_RANKS["mini_batch_size"]) // RANKS
+PEAK_LR = float(TWO_RANKS["learning_rate"]) * int(TWO_RANKS["mini_batch_size"]) / 256  # train's scaling rule
 
 
 def images(folder, per_class):

@@ -172,8 +172,7 @@ class Runner(unittest.TestCase):
             with open(path, "w") as f:
                 f.write(log + "\n")
             check = gpu_check.Check(f"case-{index}", name, 20, "-", shell(f"cat {path}; exit 99"), rows="sanitizer")
-            check.succeeded = (r"gpu_step_check: (\d+) of \1 checks passed" if "API" not in name else
-                               r"all \d+ ranks? finished successfully")
+            check.succeeded = gpu_check.SANITIZED_PROGRAM_SUCCEEDED["train" if "API" in name else "step"]
             plan.append(check)
         rows, table = self.run_group(plan)
         verdicts = {name: (verdict, detail) for name, verdict, detail in rows}
