@@ -3,6 +3,7 @@
 #include "job/sagemaker_environment.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace train {
@@ -26,7 +27,22 @@ std::optional<RankIdentity> rank_identity_from_environment(const EnvironmentMap&
   return RankIdentity{*rank, *size, *local_rank, *local_size};
 }
 
-int threads_per_rank(const JobDescription& job, const RankIdentity& identity) {
+// OpenMP's reading of OMP_NUM_THREADS: a list of positive counts, the first for the outermost level.
+std::optional<int> openmp_thread_count(const EnvironmentMap& environment) {
+  auto value = lookup(environment, "OMP_NUM_THREADS");
+  if (!value) return std::nullopt;
+  std::string first = value->substr(0, value->find(','));
+  const size_t begin = first.find_first_not_of(" \t");
+  const size_t end = first.find_last_not_of(" \t");
+  if (begin == std::string::npos) return std::nullopt;
+  first = first.substr(begin, end - begin + 1);
+  if (first.size() > 6 || first.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const int count = std::stoi(first);
+  return count > 0 ? std::optional<int>(count) : std::nullopt;
+}
+
+int threads_per_rank(const JobDescription& job, const RankIdentity& identity, const EnvironmentMap& environment) {
+  if (auto count = openmp_thread_count(environment)) return *count;
   return std::max(1, job.resources.cpus / std::max(1, identity.local_size));
 }
 
@@ -34,7 +50,7 @@ EnvironmentMap rank_program_environment(const JobDescription& job, const Environ
                                         const RankIdentity& identity) {
   EnvironmentMap result = environment;
   for (auto& [name, value] : sagemaker_variables(job, environment)) result[name] = value;
-  if (!lookup(result, "OMP_NUM_THREADS")) result["OMP_NUM_THREADS"] = std::to_string(threads_per_rank(job, identity));
+  if (!lookup(result, "OMP_NUM_THREADS")) result["OMP_NUM_THREADS"] = std::to_string(threads_per_rank(job, identity, result));
   return result;
 }
 

@@ -26,11 +26,12 @@ std::optional<RankIdentity> rank_identity_from_environment(const EnvironmentMap&
 void set_current_host_of_rank(JobDescription& job, const RankIdentity& identity);
 
 // `environment` plus SM_* (and the toolkit's CURRENT_HOST, SAGEMAKER_JOB_NAME, SAGEMAKER_REGION) for this
-// host, and OMP_NUM_THREADS (unless set) = this host's cores / its ranks.
+// host, and OMP_NUM_THREADS (unless set) = threads_per_rank.
 EnvironmentMap rank_program_environment(const JobDescription& job, const EnvironmentMap& environment,
                                         const RankIdentity& identity);
 
-// Threads each rank of this host should use.
-int threads_per_rank(const JobDescription& job, const RankIdentity& identity);
+// Threads each rank of this host uses: OMP_NUM_THREADS when it holds a count OpenMP accepts (a positive
+// number, or a list whose first entry is one), else this host's cores / its ranks.
+int threads_per_rank(const JobDescription& job, const RankIdentity& identity, const EnvironmentMap& environment);
 
 }  // namespace train

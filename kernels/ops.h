@@ -48,6 +48,13 @@
 namespace train::kernels {
 
 // ---------------------------------------------------------------------------------------------------
+// The CPU ops' thread count (kernels/cpu/threads.cpp): OpenMP's, which it reads from OMP_NUM_THREADS once,
+// when the program starts; a process that learns its share of the cores later (a rank, after MPI_Init) sets
+// it here before any op runs. cpu_threads() is the count the next parallel op uses.
+void set_cpu_threads(int threads);
+int cpu_threads();
+
+// ---------------------------------------------------------------------------------------------------
 // Matrix product (kernels/cpu/gemm.cpp), the engine of convolution and fully connected layers.
 // C[m][n] = alpha * op(A)[m][k] * op(B)[k][n] + beta * C, all row-major; op(X) is X or X transposed.
 // lda/ldb/ldc are row strides of A, B, C as stored. beta == 0 overwrites C without reading it.

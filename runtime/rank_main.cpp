@@ -12,6 +12,7 @@
 #include "job/rank_mark.h"
 #include "job/rank_reason.h"
 #include "job/train_start.h"
+#include "kernels/ops.h"
 #include "runtime/comm/broadcast_text.h"
 #include "runtime/comm/gather_text.h"
 #include "runtime/comm/mpi_check.h"
@@ -121,6 +122,9 @@ int run_rank_checked() {
   for (auto& [name, value] : rank_program_environment(job, current_environment(), identity)) {
     ::setenv(name.c_str(), value.c_str(), 1);
   }
+  // OpenMP read OMP_NUM_THREADS when this process started, before the rank knew its share of the cores:
+  // without this every rank would run as many threads as the host has cores.
+  kernels::set_cpu_threads(threads_per_rank(job, identity, current_environment()));
 
   std::string device;
   if (job.device == Device::cuda) {
@@ -137,8 +141,7 @@ int run_rank_checked() {
     device = pin_gpu(identity.local_rank % std::max(1, job.resources.gpus));
     use_pinned_host_memory();
   } else {
-    device = fmt::format("cpu ({} thread{})", threads_per_rank(job, identity),
-                         threads_per_rank(job, identity) == 1 ? "" : "s");
+    device = fmt::format("cpu ({} thread{})", kernels::cpu_threads(), kernels::cpu_threads() == 1 ? "" : "s");
   }
   write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
                             identity.local_rank, identity.local_size, job.cluster.current_host, device));

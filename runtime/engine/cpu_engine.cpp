@@ -1,5 +1,7 @@
 #include "runtime/engine/cpu_engine.h"
 
+#include "kernels/ops.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -20,7 +22,9 @@ CpuEngine::CpuEngine(const TrainingSettings& settings, model::ResNetPlan network
       observer_(probe_, model_, reducer_) {}
 
 std::string CpuEngine::describe() const {
-  return fmt::format("cpu ({} thread{}), float32", settings_.threads, settings_.threads == 1 ? "" : "s");
+  // OpenMP's own count, not the one the settings asked for: what the ops will really use.
+  const int threads = kernels::cpu_threads();
+  return fmt::format("cpu ({} thread{}), float32", threads, threads == 1 ? "" : "s");
 }
 
 void CpuEngine::initialize(uint64_t seed) { model_.initialize(seed); }

@@ -177,7 +177,11 @@ class LaunchTestCase(unittest.TestCase):
         env["SAGEMAKER_BASE_DIR"] = self.base
         env["TRAIN_TEST_TOKEN"] = self.token
         env["TEST_WORK"] = self.work
-        env.update(extra or {})
+        for name, value in (extra or {}).items():  # None: the variable left out
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         return env
 
     def start(self, args, extra_env=None, pid1=False):
@@ -623,15 +627,33 @@ class OneHostLaunch(LaunchTestCase):
         self.assert_nothing_left()
 
     def test_device_auto_without_a_gpu_trains_on_the_cpu(self):
+        # Each of the 2 ranks runs half the cores' OpenMP threads: the logged counts are OpenMP's own, which
+        # would be every core's if the rank left OpenMP with what it read at the process's start.
         self.write_job(hyperparameters={"processes_per_host": "2", "data_format": "synthetic", "num_classes": "10",
                                         "num_layers": "18", "image_shape": "3,16,16", "mini_batch_size": "4",
                                         "max_steps": "1", "checkpoint_frequency": "0"})
-        code = self.run_train([], extra_env={"CUDA_VISIBLE_DEVICES": ""})
+        code = self.run_train([], extra_env={"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": None})
+        self.assert_exit_code(code, 0)
+        threads = max(1, len(os.sched_getaffinity(0)) // 2)
+        counted = f"{threads} thread{'' if threads == 1 else 's'}"
+        lines = self.rank_lines(self.stdout_text())
+        for rank in (0, 1):
+            text = next(text for r, text in lines if r == rank)
+            self.assertEqual(text, f"rank {rank} of 2 (local rank {rank} of 2) on host algo-1: device cpu ({counted})")
+        self.assertIn(f"engine: cpu ({counted}), float32", self.stdout_text() + self.stderr_text())
+        self.assert_nothing_left()
+
+    def test_omp_num_threads_of_the_user_is_each_rank_s_thread_count(self):
+        self.write_job(hyperparameters={"processes_per_host": "2", "data_format": "synthetic", "num_classes": "10",
+                                        "num_layers": "18", "image_shape": "3,16,16", "mini_batch_size": "4",
+                                        "max_steps": "1", "checkpoint_frequency": "0"})
+        code = self.run_train([], extra_env={"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "3"})
         self.assert_exit_code(code, 0)
         lines = self.rank_lines(self.stdout_text())
-        first = next(text for rank, text in lines if rank == 0)
-        self.assertRegex(first, r"^rank 0 of 2 \(local rank 0 of 2\) on host algo-1: device cpu \(\d+ threads?\)$")
-        self.assertIn("engine: cpu (", self.stdout_text() + self.stderr_text())
+        for rank in (0, 1):
+            text = next(text for r, text in lines if r == rank)
+            self.assertEqual(text, f"rank {rank} of 2 (local rank {rank} of 2) on host algo-1: device cpu (3 threads)")
+        self.assertIn("engine: cpu (3 threads), float32", self.stdout_text() + self.stderr_text())
         self.assert_nothing_left()
 
     def test_orphan_of_mpirun_is_ended_before_train_exits(self):
