@@ -41,9 +41,13 @@ std::optional<int> openmp_thread_count(const EnvironmentMap& environment) {
   return count > 0 ? std::optional<int>(count) : std::nullopt;
 }
 
+int cores_per_rank(const JobDescription& job, const RankIdentity& identity) {
+  return std::max(1, job.resources.cpus / std::max(1, identity.local_size));
+}
+
 int threads_per_rank(const JobDescription& job, const RankIdentity& identity, const EnvironmentMap& environment) {
   if (auto count = openmp_thread_count(environment)) return *count;
-  return std::max(1, job.resources.cpus / std::max(1, identity.local_size));
+  return cores_per_rank(job, identity);
 }
 
 EnvironmentMap rank_program_environment(const JobDescription& job, const EnvironmentMap& environment,

@@ -30,8 +30,11 @@ void set_current_host_of_rank(JobDescription& job, const RankIdentity& identity)
 EnvironmentMap rank_program_environment(const JobDescription& job, const EnvironmentMap& environment,
                                         const RankIdentity& identity);
 
-// Threads each rank of this host uses: OMP_NUM_THREADS when it holds a count OpenMP accepts (a positive
-// number, or a list whose first entry is one), else this host's cores / its ranks.
+// Each rank's share of this host's cores: its CPUs / its ranks, at least 1.
+int cores_per_rank(const JobDescription& job, const RankIdentity& identity);
+
+// The OpenMP threads each rank of this host computes with: OMP_NUM_THREADS when it holds a count OpenMP
+// accepts (a positive number, or a list whose first entry is one), else cores_per_rank.
 int threads_per_rank(const JobDescription& job, const RankIdentity& identity, const EnvironmentMap& environment);
 
 }  // namespace train

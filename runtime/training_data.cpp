@@ -333,7 +333,7 @@ int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
 std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataPosition& start,
                                                              std::shared_ptr<data::LoaderObserver> observer) {
   data::LoaderOptions options{.batch_size = settings_.batch_per_rank,
-                              .threads = std::max(1, settings_.threads),
+                              .threads = std::max(1, settings_.loader_threads),
                               .prefetch_batches = 2,
                               .shuffle = settings_.shuffle,
                               .seed = settings_.seed,
@@ -356,7 +356,7 @@ std::unique_ptr<data::BatchLoader> TrainingData::open_training(const data::DataP
 std::unique_ptr<data::BatchLoader> TrainingData::open_validation() const {
   if (!validation_source_) return nullptr;
   const data::LoaderOptions options{.batch_size = settings_.batch_per_rank,
-                                    .threads = std::max(1, settings_.threads),
+                                    .threads = std::max(1, settings_.loader_threads),
                                     .shuffle = false,
                                     .rank = identity_.rank,
                                     .ranks = identity_.size,

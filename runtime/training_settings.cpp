@@ -81,7 +81,7 @@ TrainingSettings derive_training_settings(const JobDescription& job, const RankI
   settings.timeline = job.timeline;
   settings.timeline_dir = job.paths.output_data() / "timeline";
   settings.host = job.cluster.current_host;
-  settings.threads = threads_per_rank(job, identity, current_environment());
+  settings.loader_threads = cores_per_rank(job, identity);
   settings.local_rank = identity.local_rank;
   settings.shared_gradient_buffers = read_flag_variable(current_environment(), FlagVariable::shared_gradient_buffers);
   return settings;

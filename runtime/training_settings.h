@@ -71,7 +71,9 @@ struct TrainingSettings {
   std::optional<StepRange> timeline;
   std::filesystem::path timeline_dir;
   std::string host;                       // this rank's host, for the per-rank timing lines
-  int threads = 1;  // compute threads of this rank
+  // The data loader's decoding threads: this rank's share of the host's cores, whatever OMP_NUM_THREADS says
+  // (that is OpenMP's compute threads; torchrun's habit of 1 must not starve a GPU rank's JPEG decoding).
+  int loader_threads = 1;
   int local_rank = 0;  // this rank's GPU, on a CUDA device
   // TRAIN_SHARED_GRADIENT_BUFFERS=1 (formerly TRAIN_FAST_PATH): gradient buffers shared by lifetime,
   // checked against the reference path it leaves selectable; off by default until a GPU run has shown it

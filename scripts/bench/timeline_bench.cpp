@@ -42,7 +42,6 @@ int main(int argc, char** argv) {
   settings.batch_per_rank = std::atoi(argv[2]);
   settings.height = settings.width = std::atoi(argv[3]);
   const int block = std::atoi(argv[4]), rounds = std::atoi(argv[5]);
-  settings.threads = 1;
   settings.timeline = StepRange{1, block};
   CpuEngine engine(settings, 10, RankIdentity{}, MPI_COMM_WORLD, std::chrono::seconds(60));
   engine.initialize(1);

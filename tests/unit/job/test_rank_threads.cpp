@@ -47,3 +47,9 @@ TEST_CASE("rank threads: a rank's program gets OMP_NUM_THREADS unless it is set"
   CHECK(rank_program_environment(job, {}, two_on_the_host).at("OMP_NUM_THREADS") == "4");
   CHECK(rank_program_environment(job, {{"OMP_NUM_THREADS", "1"}}, two_on_the_host).at("OMP_NUM_THREADS") == "1");
 }
+
+TEST_CASE("rank threads: the share of the cores ignores OMP_NUM_THREADS (the data loader's threads)", "[rank_environment]") {
+  // torchrun's habit of OMP_NUM_THREADS=1 sets OpenMP's count, never the JPEG decoders' of a GPU rank.
+  CHECK(cores_per_rank(host_with_cpus(8), two_on_the_host) == 4);
+  CHECK(threads_per_rank(host_with_cpus(8), two_on_the_host, {{"OMP_NUM_THREADS", "1"}}) == 1);
+}

@@ -53,3 +53,9 @@ TEST_CASE("training settings: FullyReplicated deals over all ranks, ShardedByS3K
   CHECK(sharded.data_rank == 1);
   CHECK(sharded.data_ranks == 2);
 }
+
+TEST_CASE("training settings: the data loader decodes with the rank's share of the host's cores", "[training_settings]") {
+  TempJobDir dir;
+  dir.write_config("hyperparameters.json", R"({"data_format": "synthetic", "num_classes": "10", "processes_per_host": "2", "mini_batch_size": "8"})");
+  CHECK(settings_for(dir, RankIdentity{.rank = 0, .size = 2, .local_rank = 0, .local_size = 2}).loader_threads == 4);
+}
