@@ -124,6 +124,13 @@ JobVerdict rank_failed(const JobDescription& job, const JobEndFacts& facts, cons
   return verdict;
 }
 
+// mpirun's own lines, a lost host's sentence first.
+std::vector<std::string> mpirun_own_words(const JobEndFacts& facts) {
+  std::vector<std::string> words = facts.mpirun_messages.own_error_lines();
+  if (const auto& lost = facts.mpirun_messages.lost_daemon_sentence(); !lost.empty()) words.insert(words.begin(), lost);
+  return words;
+}
+
 // mpirun refused its command line: the part of it that is the user's is custom_mpi_options.
 JobVerdict mpirun_refused(const JobDescription& job, const JobEndFacts& facts) {
   JobVerdict verdict;
@@ -135,7 +142,7 @@ JobVerdict mpirun_refused(const JobDescription& job, const JobEndFacts& facts) {
                                           "options against the image's `mpirun --help`.",
                                           fmt::join(options, " ")));
   }
-  const auto& own = facts.mpirun_messages.own_error_lines();
+  const auto own = mpirun_own_words(facts);
   verdict.details.insert(verdict.details.end(), own.begin(), own.end());
   return verdict;
 }
@@ -187,7 +194,7 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
     verdict.summary = fmt::format("No rank started within {} s of mpirun's start (TRAIN_RANKS_TIMEOUT_SECONDS): train "
                                   "ended mpirun, which then {}.",
                                   facts.ranks_never_started_after->count(), mpirun_ending(facts));
-    verdict.details = facts.mpirun_messages.own_error_lines();
+    verdict.details = mpirun_own_words(facts);
     verdict.details.push_back("mpirun's own words, if it said any, are above; raise TRAIN_RANKS_TIMEOUT_SECONDS if "
                               "the ranks of a large job start slowly.");
   } else if (!facts.mpirun_messages.usage_error().empty()) {
@@ -196,11 +203,17 @@ JobVerdict decide_job_verdict(const JobDescription& job, const JobEndFacts& fact
     verdict.exit_code = mpirun_code;
     verdict.summary = facts.companion_trouble;
     verdict.details.push_back(fmt::format("mpirun {} before any rank reported a failure.", mpirun_ending(facts)));
-    const auto& own = facts.mpirun_messages.own_error_lines();
+    const auto own = mpirun_own_words(facts);
     verdict.details.insert(verdict.details.end(), own.begin(), own.end());
   } else {
     verdict.exit_code = mpirun_code;
     verdict.summary = fmt::format("mpirun {} before any rank reported a failure.", mpirun_ending(facts));
+    // A lost host is the cause: it goes on the first line, which the failure file's length limit never cuts
+    // (mpirun's own lines below, which the ranks' complaints about the vanished peer lengthen, are cut from
+    // their start).
+    if (const auto& lost = facts.mpirun_messages.lost_daemon_sentence(); !lost.empty()) {
+      verdict.summary += " " + lost + ".";
+    }
     verdict.details = facts.mpirun_messages.own_error_lines();
   }
   verdict.kind = JobVerdict::Kind::failed;

@@ -73,19 +73,18 @@ void MpirunMessages::observe(const std::string& line) {
   bool substantive = line.find_first_not_of(" -\t") != std::string::npos;
   if (substantive && own_lines_.size() < 40) own_lines_.push_back(line);
   // Open MPI's "node-died" message: mpirun then exits with ORTE_ERR_COMM_FAILURE (-51), which reads as 205 and
-  // looks like 128 + a signal. Said first, in words, with the host.
+  // looks like 128 + a signal. Said in words, with the host.
   static const std::regex lost_daemon(R"(ORTE has lost communication with a remote daemon)");
   static const std::regex remote_daemon(R"(^\s*Remote daemon:\s*\S+ on node (\S+))");
   if (std::regex_search(line, lost_daemon)) {
     daemon_lost_ = true;
   } else if (daemon_lost_ && lost_daemon_host_.empty() && std::regex_search(line, match, remote_daemon)) {
     lost_daemon_host_ = match[1].str();
-    own_lines_.insert(own_lines_.begin(),
-                      fmt::format("mpirun lost its daemon on host {}: that host died, or the network between it and "
-                                  "this host failed, or its daemon was killed (mpirun then exits with {}: Open MPI's "
-                                  "communication failure, not a signal); that host's own log and failure file say "
-                                  "more if it still runs",
-                                  lost_daemon_host_, mpirun_lost_daemon_exit_code));
+    lost_daemon_sentence_ =
+        fmt::format("mpirun lost its daemon on host {}: that host died, or the network between it and this host "
+                    "failed, or its daemon was killed (mpirun then exits with {}: Open MPI's communication failure, "
+                    "not a signal); that host's own log and failure file say more if it still runs",
+                    lost_daemon_host_, mpirun_lost_daemon_exit_code);
   }
 }
 

@@ -40,9 +40,11 @@ class MpirunMessages {
 
   // The first rank mpirun reported as failed, else the first rank that reported its own failure.
   std::optional<RankFailure> first_failure() const { return failure_ ? failure_ : first_rank_report_; }
-  // mpirun's own explanation when it failed before or outside the ranks (the first substantive lines); when it
-  // lost another host's daemon, a sentence naming that host comes first.
+  // mpirun's own explanation when it failed before or outside the ranks (the first substantive lines).
   const std::vector<std::string>& own_error_lines() const { return own_lines_; }
+  // When mpirun lost another host's daemon, a sentence naming that host (for the report's head, where no
+  // length limit cuts it: mpirun's lines after it may be many); empty otherwise.
+  const std::string& lost_daemon_sentence() const { return lost_daemon_sentence_; }
   // The host whose daemon mpirun lost ("Remote daemon: ... on node HOST"), empty when it lost none.
   const std::string& lost_daemon_host() const { return lost_daemon_host_; }
   // What mpirun refused in its own command line (an option or policy it does not know, a word it took for
@@ -59,6 +61,7 @@ class MpirunMessages {
   std::string usage_error_;
   bool daemon_lost_ = false;
   std::string lost_daemon_host_;
+  std::string lost_daemon_sentence_;
 };
 
 // "[train] rank 1: command `python3` exited with code 3" / "... was killed by signal 9 (SIGKILL)": what

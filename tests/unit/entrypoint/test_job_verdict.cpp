@@ -4,6 +4,7 @@
 #include "entrypoint/job_verdict.h"
 
 #include "common/exit_codes.h"
+#include "entrypoint/job_report.h"
 #include "job/hyperparameters.h"
 
 #include <catch2/catch.hpp>
@@ -261,6 +262,24 @@ TEST_CASE("job verdict: mpirun's own failure before any rank reported", "[verdic
     CHECK(unknown.summary == "mpirun did not report its status before any rank reported a failure.");
     CHECK(unknown.exit_code == exit_code::internal_error);
   }
+}
+
+TEST_CASE("job verdict: a lost host's daemon is named on the first line, which no limit cuts", "[verdict]") {
+  // tests/cluster (a worker host dies): the ranks of the master's host complain about their vanished peer, and
+  // mpirun's lines grow past the failure file's limit; the cause must stay in it.
+  const auto job = job_on({"algo-1", "algo-2", "algo-3"}, 2);
+  JobEndFacts facts = failed_with(exited(205));
+  mpirun_said(facts, {rule, "ORTE has lost communication with a remote daemon.", "",
+                      "  HNP daemon   : [[42303,0],0] on node algo-1", "  Remote daemon: [[42303,0],1] on node algo-2",
+                      "", "This is usually due to either a failure of the TCP network", rule});
+  for (int i = 0; i < 40; ++i) mpirun_said(facts, {"An MPI communication peer process has unexpectedly disconnected."});
+  const auto verdict = decide_job_verdict(job, facts);
+  CHECK(verdict.exit_code == 205);
+  CHECK_THAT(verdict.summary, StartsWith("mpirun exited with code 205 before any rank reported a failure. mpirun lost "
+                                         "its daemon on host algo-2: that host died"));
+  CHECK(verdict.summary.find('\n') == std::string::npos);
+  const std::string text = compose_failure_text(verdict.summary, verdict.details);
+  CHECK_THAT(text.substr(0, text.find('\n')), Contains("mpirun lost its daemon on host algo-2"));
 }
 
 TEST_CASE("job verdict: mpirun refused its command line, custom_mpi_options named", "[verdict]") {

@@ -136,14 +136,14 @@ TEST_CASE("mpirun outcome: a lost remote daemon (exit code 205) is said first, n
       rule,
   });
   CHECK_FALSE(messages.first_failure());
-  REQUIRE(messages.own_error_lines().size() == 8);
-  CHECK(messages.own_error_lines()[0] ==
+  CHECK(messages.lost_daemon_sentence() ==
         "mpirun lost its daemon on host algo-2: that host died, or the network between it and this host failed, "
         "or its daemon was killed (mpirun then exits with 205: Open MPI's communication failure, not a signal); "
         "that host's own log and failure file say more if it still runs");
-  CHECK(messages.own_error_lines()[1] == "ORTE has lost communication with a remote daemon.");
-  // Without the remote daemon's line, nothing is added.
-  CHECK(observe_all({"ORTE has lost communication with a remote daemon."}).own_error_lines().size() == 1);
+  REQUIRE(messages.own_error_lines().size() == 7);
+  CHECK(messages.own_error_lines()[0] == "ORTE has lost communication with a remote daemon.");
+  // Without the remote daemon's line, nothing is said.
+  CHECK(observe_all({"ORTE has lost communication with a remote daemon."}).lost_daemon_sentence().empty());
 }
 
 TEST_CASE("mpirun outcome: mpirun's own usage errors are recognised and name what it refused", "[mpirun]") {
