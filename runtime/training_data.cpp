@@ -7,6 +7,7 @@
 #include "job/hyperparameter_schema.h"
 #include "runtime/comm/bounded_collectives.h"
 #include "runtime/comm/broadcast_text.h"
+#include "runtime/comm/gather_text.h"
 #include "runtime/comm/mpi_check.h"
 #include "runtime/data/data_error.h"
 #include "runtime/data/loader/sampler.h"
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 namespace train {
@@ -188,6 +190,62 @@ data::ImageFolder scan_once(MPI_Comm comm, bool whole_job, std::chrono::millisec
   return folder;
 }
 
+// ShardedByS3Key across hosts: every host's training channel must hold one format (a host of TFRecord files
+// and one of class folders would label their samples by different rules). Collective; throws on every rank.
+void agree_on_format(const data::ChannelLayout& layout, MPI_Comm comm, std::chrono::milliseconds timeout,
+                     const std::string& host) {
+  const auto mine = static_cast<int64_t>(layout.format);
+  int64_t range[2] = {-mine, mine};  // both by MPI_MAX: the lowest and the highest
+  comm::bounded_allreduce(range, 2, MPI_INT64_T, MPI_MAX, comm, timeout, "the hosts' training data formats");
+  if (-range[0] == range[1]) return;
+  const auto other = static_cast<DataFormat>(mine == range[1] ? -range[0] : range[1]);
+  throw data::DataError(fmt::format(
+      "ShardedByS3Key: the hosts' training channels hold data of different formats: this host ({}) found {} in {} "
+      "({}), another host {}; every host's part of the objects must be in one layout: store the data set in one "
+      "format (or set the data_format hyperparameter to the one it is in)",
+      host, data_format_name(layout.format), layout.root, layout.why, data_format_name(other)));
+}
+
+// Names each ended by NUL, which no folder name holds: the class lists that travel between ranks.
+std::string joined_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) text += name + '\0';
+  return text;
+}
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  for (size_t begin = 0, end; (end = text.find('\0', begin)) != std::string::npos; begin = end + 1) {
+    names.push_back(text.substr(begin, end - begin));
+  }
+  return names;
+}
+
+// ShardedByS3Key across hosts: the job's classes are every host's class subfolders, sorted (a name per
+// label on every host, as one folder holding all the objects would have them). Collective.
+std::vector<std::string> join_classes(const std::vector<std::string>& mine, MPI_Comm comm,
+                                      std::chrono::milliseconds timeout, const RankIdentity& identity,
+                                      const std::string& host) {
+  const std::vector<std::string> texts =
+      comm::gather_texts(joined_names(mine), comm, timeout, "the hosts' class folders");
+  std::string joined;
+  if (identity.rank == 0) {
+    std::set<std::string> names;  // sorted by bytes, as the folders' own classes are
+    for (const auto& text : texts) {
+      for (auto& name : split_names(text)) names.insert(std::move(name));
+    }
+    joined = joined_names({names.begin(), names.end()});
+  }
+  comm::bounded_broadcast_text(joined, comm, timeout, "the job's classes");
+  const std::vector<std::string> classes = split_names(joined);
+  if (identity.local_rank == 0 && classes.size() != mine.size()) {
+    log_info("training data: ShardedByS3Key: host {} holds {} of the job's {} classes; every label stands for the "
+             "same class name on every host",
+             host, mine.size(), classes.size());
+  }
+  return classes;
+}
+
 // Corrupt records found while indexing (skip_corrupt=true): every rank indexes the same files, so rank 0 speaks.
 void report_corrupt_at_open(const char* channel, const data::OpenedData& opened, int rank) {
   if (rank != 0 || opened.corrupt_at_open == 0) return;
@@ -257,6 +315,14 @@ void TrainingData::open_channels() {
       };
     };
     share_as("training", !settings_.sharded);
+    if (settings_.sharded && identity_.size > identity_.local_size) {  // each host its own part of the objects
+      options.agree_on_format = [this](const data::ChannelLayout& layout) {
+        agree_on_format(layout, comm_, collective_timeout_, settings_.host);
+      };
+      options.join_classes = [this](const std::vector<std::string>& mine) {
+        return join_classes(mine, comm_, collective_timeout_, identity_, settings_.host);
+      };
+    }
     auto list_dir = [](const std::optional<std::filesystem::path>& dir) {
       return dir ? std::optional<std::string>(dir->string()) : std::nullopt;
     };
@@ -272,6 +338,8 @@ void TrainingData::open_channels() {
     train_source_ = std::const_pointer_cast<data::SampleSource>(training.source);
     if (settings_.validation_dir) {
       options.image.augmentation = Augmentation::none;
+      options.agree_on_format = nullptr;  // per host: its classes follow the training data's names
+      options.join_classes = nullptr;
       share_as("validation", false);  // its distribution may differ from the training channel's: per host
       auto validation = data::open_channel(settings_.validation_dir->string(), list_dir(settings_.validation_list_dir),
                                            settings_.data_format, options, &training);

@@ -9,6 +9,10 @@ the same as before: every rank's batches (TRAIN_SAMPLE_LOG: each step's labels, 
 folder and from a TFRecord file, each indexed once per job, equal those of the same samples as a gzip TFRecord
 file, whose index every host still builds itself.
 
+With ShardedByS3Key each host holds its own part of the objects: image folders' labels follow the class names
+across the hosts (a host without some class folders numbers the others as one folder of all the objects would),
+and hosts whose parts are in different formats are refused.
+
 Run: /usr/bin/python3 test_index_once.py --train PATH
 """
 import gzip
@@ -36,9 +40,9 @@ JOB_LIMIT = 300
 RANKS_PER_HOST = 2
 
 
-def write_folder(directory):
+def write_folder(directory, host=None, labels=range(SAMPLES)):
     """One class per sample (c00 ... c28: sorted as the labels), one PNG each."""
-    for label in range(SAMPLES):
+    for label in labels:
         os.makedirs(os.path.join(directory, f"c{label:02d}"))
         with open(os.path.join(directory, f"c{label:02d}", "image.png"), "wb") as f:
             f.write(image_of(label))
@@ -49,14 +53,14 @@ def records():
                                       "image/class/label": int64_feature(label + 1)})) for label in range(SAMPLES))
 
 
-def write_records(directory):
+def write_records(directory, host=None):
     """The same samples in the same order as one TFRecord file."""
     os.makedirs(directory)
     with open(os.path.join(directory, "all.tfrecord"), "wb") as f:
         f.write(records())
 
 
-def write_gzip_records(directory):
+def write_gzip_records(directory, host=None):
     """The same as a gzip TFRecord file."""
     os.makedirs(directory)
     with open(os.path.join(directory, "all.tfrecord.gz"), "wb") as f:
@@ -77,8 +81,10 @@ class IndexOnce(unittest.TestCase):
         cls.cluster.__exit__(None, None, None)
         shutil.rmtree(cls.work, ignore_errors=True)
 
-    def run_job(self, name, distribution, write_data):
-        """Runs the job with each host's own copy of the data; returns (the master's log, the sample logs)."""
+    def run_job(self, name, distribution, write_data, succeeds=True):
+        """Runs the job with each host's own copy of the data (write_data(folder, host)); returns (the master's
+        log, the sample logs), or with succeeds=False (the exit codes, every host's log, the master's failure
+        file)."""
         cluster = self.cluster
         simcluster.clear_job(cluster)
         channels = {"train": {"TrainingInputMode": "File", "S3DistributionType": distribution}}
@@ -87,7 +93,7 @@ class IndexOnce(unittest.TestCase):
         sample_dirs = []
         for host in cluster.hosts:
             data = os.path.join(self.work, name, host)
-            write_data(data)
+            write_data(data, host)
             simcluster.bind_data_channel(cluster, host, "train", data)
             samples = os.path.join(cluster.opt_ml(host), "output", "data", "samples")
             os.makedirs(samples)
@@ -109,6 +115,12 @@ class IndexOnce(unittest.TestCase):
         for host in cluster.hosts:
             with open(os.path.join(cluster.host_dir(host), f"{name}.log"), errors="replace") as f:
                 logs[host] = f.read()
+        if not succeeds:
+            failure = os.path.join(cluster.opt_ml(cluster.hosts[0]), "output", "failure")
+            if not os.path.exists(failure):
+                return codes, logs, ""
+            with open(failure, errors="replace") as f:
+                return codes, logs, f.read()
         self.assertEqual(set(codes.values()), {0}, f"{name}: exit codes {codes}\n" +
                          "\n".join(f"--- {h}:\n{t[-3000:]}" for h, t in logs.items()))
         return logs[cluster.hosts[0]], read_sample_logs(sample_dirs)
@@ -143,6 +155,36 @@ class IndexOnce(unittest.TestCase):
         indexed = re.findall(r"training data: indexed here, on host (\S+?),", log)
         self.assertEqual(sorted(indexed), ["algo-1", "algo-2"], f"each host walks its own part:\n{log[-3000:]}")
         self.assertNotIn("received the index", log)
+
+    # ShardedByS3Key: each host holds its own part of the objects, and so perhaps not every class folder.
+
+    def test_sharded_folders_labels_follow_the_class_names_on_every_host(self):
+        # algo-1 holds classes c00-c19, algo-2 c10-c28: one folder of all the objects would number them 0-28, and
+        # so must the job (algo-2 alone would call c10 class 0).
+        parts = {"algo-1": range(0, 20), "algo-2": range(10, SAMPLES)}
+        log, samples = self.run_job("folder-sharded-classes", "ShardedByS3Key",
+                                    lambda directory, host: write_folder(directory, labels=parts[host]))
+        self.assertIn(f"training data: ShardedByS3Key: host algo-2 holds 19 of the job's {SAMPLES} classes", log)
+        self.assertIn(f"training data: ShardedByS3Key: host algo-1 holds 20 of the job's {SAMPLES} classes", log)
+        for rank, entries in samples.items():
+            host = "algo-1" if rank < RANKS_PER_HOST else "algo-2"
+            seen = {label for entry in entries for label in entry[3]}
+            self.assertTrue(seen, f"rank {rank} logged no samples")
+            self.assertLessEqual(seen, set(parts[host]), f"rank {rank} on {host}: labels {sorted(seen)} are not "
+                                                         f"the places of its class folders among all the hosts'")
+        self.assertEqual({label for entries in samples.values() for entry in entries for label in entry[3]},
+                         set(range(SAMPLES)))
+
+    def test_sharded_hosts_holding_different_formats_are_refused(self):
+        def write(directory, host):
+            (write_folder if host == "algo-1" else write_records)(directory)
+        codes, logs, failure = self.run_job("mixed-formats", "ShardedByS3Key", write, succeeds=False)
+        self.assertEqual(codes["algo-1"], 65, f"the job must be refused as invalid data: {codes}\n" +
+                         "\n".join(f"--- {h}:\n{t[-3000:]}" for h, t in logs.items()))
+        self.assertIn("ShardedByS3Key: the hosts' training channels hold data of different formats", failure,
+                      "\n".join(f"--- {h}:\n{t[-3000:]}" for h, t in logs.items()))
+        self.assertRegex(failure, r"this host \(algo-[12]\) found (image_folder|tfrecord) in ")
+        self.assertRegex(failure, r"another host (image_folder|tfrecord)")
 
 
 if __name__ == "__main__":

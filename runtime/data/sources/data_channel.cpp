@@ -185,21 +185,26 @@ ChannelLayout detect_channel_layout(const std::string& root, const std::optional
       root, some_names(listing)));
 }
 
-ImageFolder align_validation_classes(ImageFolder validation, const std::vector<std::string>& training_classes) {
+std::optional<std::string> renumber_classes(ImageFolder& folder, const std::vector<std::string>& classes) {
   std::map<std::string, int32_t> label_of;
-  for (size_t i = 0; i < training_classes.size(); ++i) label_of[training_classes[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < classes.size(); ++i) label_of[classes[i]] = static_cast<int32_t>(i);
   std::vector<int32_t> remap;
-  for (const auto& name : validation.classes) {
+  for (const auto& name : folder.classes) {
     auto found = label_of.find(name);
-    if (found == label_of.end()) {
-      throw DataError(fmt::format("validation class \"{}\" (folder {}/{}) is not a class of the training data; "
-                                  "validation classes must be training classes",
-                                  name, validation.root, name));
-    }
+    if (found == label_of.end()) return name;
     remap.push_back(found->second);
   }
-  for (auto& label : validation.labels) label = remap[static_cast<size_t>(label)];
-  validation.classes = training_classes;
+  for (auto& label : folder.labels) label = remap[static_cast<size_t>(label)];
+  folder.classes = classes;
+  return std::nullopt;
+}
+
+ImageFolder align_validation_classes(ImageFolder validation, const std::vector<std::string>& training_classes) {
+  if (const auto missing = renumber_classes(validation, training_classes)) {
+    throw DataError(fmt::format("validation class \"{}\" (folder {}/{}) is not a class of the training data; "
+                                "validation classes must be training classes",
+                                *missing, validation.root, *missing));
+  }
   return validation;
 }
 
@@ -207,12 +212,19 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
                         const DataOptions& options, const OpenedData* training) {
   OpenedData opened;
   opened.layout = detect_channel_layout(root, list_root, requested);
+  if (options.agree_on_format) options.agree_on_format(opened.layout);
   std::shared_ptr<const SampleSource> source;
   switch (opened.layout.format) {
     case DataFormat::image_folder: {
       ImageFolder folder = options.share_folder
                                ? rooted_at(options.share_folder([&] { return scan_image_folder(root); }), root)
                                : scan_image_folder(root);
+      if (options.join_classes) {
+        const std::vector<std::string> job_classes = options.join_classes(folder.classes);
+        if (const auto missing = renumber_classes(folder, job_classes)) {
+          throw std::logic_error(fmt::format("the job's classes lack this host's class \"{}\"", *missing));
+        }
+      }
       if (training != nullptr && !training->class_names.empty()) {
         folder = align_validation_classes(std::move(folder), training->class_names);
       }

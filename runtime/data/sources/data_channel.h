@@ -48,6 +48,13 @@ struct DataOptions {
   // The same for an image folder's scan (a walk of every file): the trainer's scans it once and hands the
   // result on. It must rethrow (on every rank) what `build` threw.
   std::function<ImageFolder(const std::function<ImageFolder()>& build)> share_folder;
+  // ShardedByS3Key on several hosts, where each host holds its own part of the objects (both collective; unset:
+  // this host alone decides). `agree_on_format` is told the layout this host found and throws, on every rank,
+  // when another host's format differs. `join_classes` is given an image folder's class subfolders here and
+  // returns the job's (every host's, sorted), so that a label stands for one class name on every host: a host
+  // whose part lacks a class would otherwise number every class after it differently.
+  std::function<void(const ChannelLayout& layout)> agree_on_format;
+  std::function<std::vector<std::string>(const std::vector<std::string>& mine)> join_classes;
 };
 
 struct OpenedData {
@@ -67,5 +74,9 @@ OpenedData open_channel(const std::string& root, const std::optional<std::string
 
 // Validation labels follow the training data's class names, not the validation folder's own order.
 ImageFolder align_validation_classes(ImageFolder validation, const std::vector<std::string>& training_classes);
+
+// `folder` with `classes` as its classes, each label renumbered to its class name's place there; the first of the
+// folder's class names missing from `classes`, if any, instead (the folder unchanged).
+std::optional<std::string> renumber_classes(ImageFolder& folder, const std::vector<std::string>& classes);
 
 }  // namespace train::data

@@ -1,6 +1,7 @@
 // An image folder's index as it travels between ranks: bytes back to the same folder, refused when they are not
-// what was written, moved to the receiving host's root; and what it costs in memory.
+// what was written, moved to the receiving host's root; renumbered to the job's classes; and what it costs in memory.
 #include "runtime/data/data_error.h"
+#include "runtime/data/sources/data_channel.h"
 #include "runtime/data/sources/image_folder.h"
 #include "tests/unit/test_data_helpers.h"
 
@@ -62,4 +63,23 @@ TEST_CASE("image folder index: its bytes count every path's buffer", "[data]") {
   folder.paths.push_back(std::string(1000, 'p'));
   folder.labels.push_back(0);
   CHECK(folder.bytes() >= before + 1000);
+}
+
+TEST_CASE("image folder index: renumbered to the job's classes by name", "[data]") {
+  TempDir dir;
+  ImageFolder folder = scanned_folder(dir);  // cat (0): 2 images, dog (1): 1
+  REQUIRE(folder.labels == std::vector<int32_t>{0, 0, 1});
+  const std::vector<std::string> job{"ant", "cat", "cow", "dog"};  // another host's classes among them
+  CHECK_FALSE(renumber_classes(folder, job));
+  CHECK(folder.classes == job);
+  CHECK(folder.labels == std::vector<int32_t>{1, 1, 3});
+}
+
+TEST_CASE("image folder index: a class missing from the job's is named, the folder unchanged", "[data]") {
+  TempDir dir;
+  ImageFolder folder = scanned_folder(dir);
+  const ImageFolder before = folder;
+  CHECK(renumber_classes(folder, {"ant", "cat"}) == std::optional<std::string>("dog"));
+  CHECK(folder.classes == before.classes);
+  CHECK(folder.labels == before.labels);
 }
