@@ -13,7 +13,9 @@ Repeats and prints each run and the median. Needs root. A figure, not a test.
       [--processes-per-host 2] [--batch] [--baseline-train OTHER/build/train]
 
 --hosts 2,4,8,16 measures each count in turn (one rank per host unless --processes-per-host says otherwise)
-and prints the curve of the time to the first step against the number of hosts. --batch starts the hosts as
+and prints the curve of the time to the first step against the number of hosts, with how busy the machine's
+CPU was until then and its CPU seconds per simulated host (all N hosts share this machine's cores: near 100%
+busy, their own work, which real hosts do side by side, sets the time). --batch starts the hosts as
 an AWS Batch multi-node job (the children register with the main node). --baseline-train measures another
 build (the previous one) in the same runs, alternating with this one, for the milestones it logs.
 """
@@ -78,6 +80,21 @@ def write_job(cluster, hyperparameters, batch):
         simcluster.write_file(os.path.join(config, "hyperparameters.json"), json.dumps(encoded))
 
 
+def cpu_times():
+    """(busy, all) jiffies of the whole machine, from /proc/stat's first line."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return sum(values) - idle, sum(values)
+
+
+# The machine's CPU from starting train on every host to the first step: how busy it was, and its CPU seconds
+# per simulated host. Near 100% busy, the simulated hosts' own work (which real hosts do side by side) sets the
+# time, not a wait of the launch.
+CPU_BUSY = "machine's CPU busy until the first step (%)"
+CPU_PER_HOST = "CPU seconds per host until the first step"
+
+
 def one_run(hosts, train, workdir, hyperparameters, batch):
     with simcluster.SimCluster(hosts, workdir) as cluster:
         write_job(cluster, hyperparameters, batch)
@@ -85,6 +102,7 @@ def one_run(hosts, train, workdir, hyperparameters, batch):
         seen = {}
         processes = []
         start = time.monotonic()
+        cpu_start = cpu_times()
         for host in cluster.hosts:
             with open(os.path.join(cluster.host_dir(host), "train.log"), "wb") as log:
                 processes.append(cluster.popen(host, [train] + ([] if batch else ["train"]),
@@ -97,6 +115,10 @@ def one_run(hosts, train, workdir, hyperparameters, batch):
             for name, pattern in MILESTONES:
                 if name not in seen and re.search(pattern, text):
                     seen[name] = time.monotonic() - start
+                    if name == MILESTONES[-1][0]:
+                        busy, total = (now - then for now, then in zip(cpu_times(), cpu_start))
+                        seen[CPU_BUSY] = 100.0 * busy / max(total, 1)
+                        seen[CPU_PER_HOST] = busy / os.sysconf("SC_CLK_TCK") / hosts
             if any(p.poll() not in (None, 0) for p in processes):
                 raise SystemExit(f"a host failed; see {cluster.workdir}:\n{text[-3000:]}")
             time.sleep(0.02)
@@ -115,7 +137,8 @@ def print_table(title, results, rows):
     print(title)
     for name in rows:
         values = [r[name] for r in results if name in r]
-        print(f"  {name:42s} {statistics.median(values):6.2f} s" if values else f"  {name:42s} (not logged)")
+        unit = "" if name == CPU_BUSY else " s"
+        print(f"  {name:42s} {statistics.median(values):6.2f}{unit}" if values else f"  {name:42s} (not logged)")
 
 
 def measure(hosts, builds, runs, workdir, hyperparameters, batch):
@@ -147,7 +170,7 @@ def main():
     builds = [("this build", os.path.abspath(args.train))]
     if args.baseline_train:
         builds.append(("baseline", os.path.abspath(args.baseline_train)))
-    rows = [name for name, _ in MILESTONES] + list(LAUNCH_ROWS.values()) + \
+    rows = [name for name, _ in MILESTONES] + [CPU_BUSY, CPU_PER_HOST] + list(LAUNCH_ROWS.values()) + \
         [f"rank: {name}" for name in RANK_PHASES] + ["rank: first step after train's start"]
     curve = {}
     with tempfile.TemporaryDirectory(prefix="bench-multihost-") as workdir:
@@ -161,7 +184,8 @@ def main():
     if len(counts) > 1:
         print(f"time to the first step against the number of hosts ({per_host} rank(s) each, median of {args.runs}):")
         print(f"  {'hosts':>5s} {'build':12s} {'ranks up':>9s} {'first step':>11s} {'after ranks up':>15s} "
-              f"{'probes':>7s} {'daemons+ranks':>14s} {'registration':>13s} {'/ log2 N':>9s}")
+              f"{'probes':>7s} {'daemons+ranks':>14s} {'registration':>13s} {'/ log2 N':>9s} {'CPU busy':>9s} "
+              f"{'CPU s/host':>11s}")
         for (hosts, label), runs in curve.items():
             def median(name):
                 values = [r[name] for r in runs if name in r]
@@ -169,7 +193,8 @@ def main():
             up, first = median(MILESTONES[2][0]), median(MILESTONES[3][0])
             print(f"  {hosts:5d} {label:12s} {up:9.2f} {first:11.2f} {first - up:15.2f} "
                   f"{median(LAUNCH_ROWS['sshd_probes']):7.2f} {median(LAUNCH_ROWS['ranks_up']):14.2f} "
-                  f"{median(LAUNCH_ROWS['registration']):13.2f} {first / math.log2(hosts):9.2f}")
+                  f"{median(LAUNCH_ROWS['registration']):13.2f} {first / math.log2(hosts):9.2f} "
+                  f"{median(CPU_BUSY):8.0f}% {median(CPU_PER_HOST):11.2f}")
 
 
 if __name__ == "__main__":
