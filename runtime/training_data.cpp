@@ -2,6 +2,7 @@
 
 #include "common/config_error.h"
 #include "common/environment_error.h"
+#include "common/fnv1a.h"
 #include "common/log.h"
 #include "common/memory_facts.h"
 #include "job/hyperparameter_schema.h"
@@ -121,6 +122,28 @@ void report_index_origin(const char* channel, const std::string& built_on, MPI_C
   }
 }
 
+// A FullyReplicated channel indexed on every host (gzip shards, inflated into each host's TMPDIR): every host
+// must have found the same records, or the hosts would train on different data sets while the job's sharding
+// takes them for one. Compared by a checksum of every record's length and label, in order. Collective; throws on
+// every rank.
+void agree_on_replicated_index(const data::RecordIndex& index, MPI_Comm comm, std::chrono::milliseconds timeout,
+                               const char* channel, const std::string& host) {
+  Fnv1a64 digest;
+  for (const auto& entry : index.entries) {
+    digest.add(&entry.length, sizeof entry.length);
+    digest.add(&entry.label, sizeof entry.label);
+  }
+  const uint64_t mine = digest.value();
+  uint64_t range[2] = {~mine, mine};  // both by MPI_MAX: the lowest (complemented) and the highest
+  comm::bounded_allreduce(range, 2, MPI_UINT64_T, MPI_MAX, comm, timeout, "the hosts' indexes of a replicated channel");
+  if (~range[0] == range[1]) return;
+  throw data::DataError(fmt::format(
+      "FullyReplicated: the {} channel holds other records on host {} than on another host ({} records in {}, "
+      "checksum {:016x}); FullyReplicated means every host holds the same objects: give every host the same data "
+      "(one S3 prefix), or make the channel ShardedByS3Key if each host is meant to hold its own part",
+      channel, host, index.size(), index.root, mine));
+}
+
 // Record files are indexed once, not once per rank (indexing reads a TFRecord data set through). With
 // FullyReplicated (`whole_job`) rank 0 indexes them and sends the index to every rank of the job (the wait
 // bounded by `timeout`), unless it names gzip shards inflated into rank 0's TMPDIR, which the other hosts
@@ -164,6 +187,7 @@ data::RecordIndex index_once(MPI_Comm comm, bool whole_job, std::chrono::millise
   if (not_held) std::rethrow_exception(not_held);
   report_index_origin(channel, built_on, ranks.comm(), identity, host,
                       whole_job ? "gzip shards inflated on each host: indexed once per host" : "indexed once per host");
+  if (whole_job) agree_on_replicated_index(index, comm, timeout, channel, host);
   return index;
 }
 

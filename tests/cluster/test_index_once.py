@@ -11,7 +11,8 @@ file, whose index every host still builds itself.
 
 With ShardedByS3Key each host holds its own part of the objects: image folders' labels follow the class names
 across the hosts (a host without some class folders numbers the others as one folder of all the objects would),
-and hosts whose parts are in different formats are refused.
+and hosts whose parts are in different formats are refused. A FullyReplicated channel that every host indexes
+itself (gzip shards) must hold the same records on every host.
 
 Run: /usr/bin/python3 test_index_once.py --train PATH
 """
@@ -48,9 +49,9 @@ def write_folder(directory, host=None, labels=range(SAMPLES)):
             f.write(image_of(label))
 
 
-def records():
+def records(labels=range(SAMPLES)):
     return b"".join(tfrecord(example({"image/encoded": bytes_feature(image_of(label)),
-                                      "image/class/label": int64_feature(label + 1)})) for label in range(SAMPLES))
+                                      "image/class/label": int64_feature(label + 1)})) for label in labels)
 
 
 def write_records(directory, host=None):
@@ -60,11 +61,11 @@ def write_records(directory, host=None):
         f.write(records())
 
 
-def write_gzip_records(directory, host=None):
+def write_gzip_records(directory, host=None, labels=range(SAMPLES)):
     """The same as a gzip TFRecord file."""
     os.makedirs(directory)
     with open(os.path.join(directory, "all.tfrecord.gz"), "wb") as f:
-        f.write(gzip.compress(records()))
+        f.write(gzip.compress(records(labels)))
 
 
 class IndexOnce(unittest.TestCase):
@@ -174,6 +175,17 @@ class IndexOnce(unittest.TestCase):
                                                          f"the places of its class folders among all the hosts'")
         self.assertEqual({label for entries in samples.values() for entry in entries for label in entry[3]},
                          set(range(SAMPLES)))
+
+    def test_replicated_gzip_shards_that_differ_between_hosts_are_refused(self):
+        # Indexed on every host (each inflates its own copy), a FullyReplicated channel must be the same on all:
+        # algo-2's copy lacks the last record.
+        def write(directory, host):
+            write_gzip_records(directory, labels=range(SAMPLES if host == "algo-1" else SAMPLES - 1))
+        codes, logs, failure = self.run_job("gzip-replicated-differing", "FullyReplicated", write, succeeds=False)
+        self.assertEqual(codes["algo-1"], 65, f"the job must be refused as invalid data: {codes}\n" +
+                         "\n".join(f"--- {h}:\n{t[-3000:]}" for h, t in logs.items()))
+        self.assertRegex(failure, r"FullyReplicated: the training channel holds other records on host algo-[12] than "
+                                  r"on another host \(2[89] records in ")
 
     def test_sharded_hosts_holding_different_formats_are_refused(self):
         def write(directory, host):
