@@ -27,6 +27,8 @@ std::optional<RankIdentity> rank_identity_from_environment(const EnvironmentMap&
   return RankIdentity{*rank, *size, *local_rank, *local_size};
 }
 
+namespace {
+
 // OpenMP's reading of OMP_NUM_THREADS: a list of positive counts, the first for the outermost level.
 std::optional<int> openmp_thread_count(const EnvironmentMap& environment) {
   auto value = lookup(environment, "OMP_NUM_THREADS");
@@ -40,6 +42,8 @@ std::optional<int> openmp_thread_count(const EnvironmentMap& environment) {
   const int count = std::stoi(first);
   return count > 0 ? std::optional<int>(count) : std::nullopt;
 }
+
+}  // namespace
 
 int cores_per_rank(const JobDescription& job, const RankIdentity& identity) {
   return std::max(1, job.resources.cpus / std::max(1, identity.local_size));
