@@ -141,7 +141,8 @@ int run_rank_checked() {
     device = pin_gpu(identity.local_rank % std::max(1, job.resources.gpus));
     use_pinned_host_memory();
   } else {
-    device = fmt::format("cpu ({} thread{})", kernels::cpu_threads(), kernels::cpu_threads() == 1 ? "" : "s");
+    const int threads = kernels::cpu_threads();  // OpenMP's own count: what the ops will use
+    device = fmt::format("cpu ({} thread{})", threads, threads == 1 ? "" : "s");
   }
   write_line(1, fmt::format("rank {} of {} (local rank {} of {}) on host {}: device {}", identity.rank, identity.size,
                             identity.local_rank, identity.local_size, job.cluster.current_host, device));

@@ -134,9 +134,10 @@ void agree_on_replicated_index(const data::RecordIndex& index, MPI_Comm comm, st
     digest.add(&entry.label, sizeof entry.label);
   }
   const uint64_t mine = digest.value();
-  uint64_t range[2] = {~mine, mine};  // both by MPI_MAX: the lowest (complemented) and the highest
-  comm::bounded_allreduce(range, 2, MPI_UINT64_T, MPI_MAX, comm, timeout, "the hosts' indexes of a replicated channel");
-  if (~range[0] == range[1]) return;
+  const auto as_signed = static_cast<int64_t>(mine);  // compared only for equality
+  const auto [lowest, highest] =
+      comm::bounded_min_max(as_signed, as_signed, comm, timeout, "the hosts' indexes of a replicated channel");
+  if (lowest == highest) return;
   throw data::DataError(fmt::format(
       "FullyReplicated: the {} channel holds other records on host {} than on another host ({} records in {}, "
       "checksum {:016x}); FullyReplicated means every host holds the same objects: give every host the same data "
@@ -219,10 +220,9 @@ data::ImageFolder scan_once(MPI_Comm comm, bool whole_job, std::chrono::millisec
 void agree_on_format(const data::ChannelLayout& layout, MPI_Comm comm, std::chrono::milliseconds timeout,
                      const std::string& host) {
   const auto mine = static_cast<int64_t>(layout.format);
-  int64_t range[2] = {-mine, mine};  // both by MPI_MAX: the lowest and the highest
-  comm::bounded_allreduce(range, 2, MPI_INT64_T, MPI_MAX, comm, timeout, "the hosts' training data formats");
-  if (-range[0] == range[1]) return;
-  const auto other = static_cast<DataFormat>(mine == range[1] ? -range[0] : range[1]);
+  const auto [lowest, highest] = comm::bounded_min_max(mine, mine, comm, timeout, "the hosts' training data formats");
+  if (lowest == highest) return;
+  const auto other = static_cast<DataFormat>(mine == highest ? lowest : highest);
   throw data::DataError(fmt::format(
       "ShardedByS3Key: the hosts' training channels hold data of different formats: this host ({}) found {} in {} "
       "({}), another host {}; every host's part of the objects must be in one layout: store the data set in one "
@@ -384,9 +384,8 @@ void TrainingData::open_channels() {
 // the others (a mistyped label would silently make a model of that many classes, most of them without a
 // sample). Returns the number of classes. Collective.
 int TrainingData::classes_from_labels(const data::LabelSummary& mine) {
-  int64_t range[2] = {-int64_t{mine.lowest}, mine.highest};  // both by MPI_MAX
-  comm::bounded_allreduce(range, 2, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
-  const int64_t lowest = -range[0], highest = range[1];
+  const auto [lowest, highest] =
+      comm::bounded_min_max(mine.lowest, mine.highest, comm_, collective_timeout_, "the training data's labels");
   int64_t below = mine.highest < highest ? mine.highest : mine.below_highest;
   comm::bounded_allreduce(&below, 1, MPI_INT64_T, MPI_MAX, comm_, collective_timeout_, "the training data's labels");
   const std::string where = mine.highest == highest ? fmt::format(" ({})", mine.highest_at) : "";

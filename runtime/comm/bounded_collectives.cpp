@@ -31,6 +31,13 @@ void bounded_allreduce(void* buffer, int count, MPI_Datatype type, MPI_Op op, MP
   wait_bounded(request, timeout, what);
 }
 
+std::pair<int64_t, int64_t> bounded_min_max(int64_t for_lowest, int64_t for_highest, MPI_Comm comm,
+                                            std::chrono::milliseconds timeout, const char* what) {
+  int64_t values[2] = {~for_lowest, for_highest};
+  bounded_allreduce(values, 2, MPI_INT64_T, MPI_MAX, comm, timeout, what);
+  return {~values[0], values[1]};
+}
+
 void bounded_barrier(MPI_Comm comm, std::chrono::milliseconds timeout, const char* what) {
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_CHECK(MPI_Ibarrier(comm, &request));
